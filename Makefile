@@ -1,0 +1,35 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both create .venv on first use.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export ENVSCHED_HOME ?= $(CURDIR)/var
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: run test lint ui venv clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, pinned to the CPU wheel: a bare `torch` would pull a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+run: venv
+	$(BIN)/envsched run
+
+test: venv
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: venv
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+ui: venv
+	$(BIN)/envsched ui
+
+clean:
+	rm -rf var
