@@ -77,7 +77,9 @@ def new_instances(
     for class_name in involved_classes:
         instance = api_class(class_name)()
         if class_name not in STATELESS_CLASSES:
-            instance._load_scenario(copy.deepcopy(initial_config.get(class_name, {})), long_context=long_context)
+            instance._load_scenario(
+                copy.deepcopy(initial_config.get(class_name, {})), long_context=long_context
+            )
         instances[class_name] = instance
     return instances
 

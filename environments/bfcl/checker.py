@@ -44,7 +44,9 @@ def check(task: Task, model_turns: Sequence[Sequence[ToolCall]]) -> Verdict:
             model_state = public_state(model_instances[class_name])
             differing = sorted(k for k, v in gold_state.items() if model_state.get(k, _MISSING) != v)
             if differing:
-                return Verdict(0.0, f"turn {turn}: {class_name} state differs from ground truth in {differing}")
+                return Verdict(
+                    0.0, f"turn {turn}: {class_name} state differs from ground truth in {differing}"
+                )
         missing = Counter(gold_results) - Counter(model_results_so_far)
         if missing:
             shown = "; ".join(r[:80] for r in missing.elements())

@@ -155,15 +155,19 @@ def _task_from_entry(entry, answers, specs, signatures, category, where) -> Task
     if answer is None or "ground_truth" not in answer:
         raise SourceDataError(f"{where}: no ground_truth for task '{entry['id']}' in possible_answer")
     if len(answer["ground_truth"]) != len(entry["question"]):
-        raise SourceDataError(f"{where}: '{entry['id']}' has {len(entry['question'])} turns but "
-                              f"{len(answer['ground_truth'])} ground-truth turns")
+        raise SourceDataError(
+            f"{where}: '{entry['id']}' has {len(entry['question'])} turns but "
+            f"{len(answer['ground_truth'])} ground-truth turns"
+        )
     gold = tuple(
         tuple(parse_call(s, signatures, f"{where} turn {t}") for s in turn)
         for t, turn in enumerate(answer["ground_truth"])
     )
     missed = {int(t): list(names) for t, names in entry.get("missed_function", {}).items()}
     user_turns = tuple(
-        " ".join(m.get("content", "") for m in turn) if turn else (ADDITIONAL_FUNCTION_PROMPT if t in missed else "")
+        " ".join(m.get("content", "") for m in turn)
+        if turn
+        else (ADDITIONAL_FUNCTION_PROMPT if t in missed else "")
         for t, turn in enumerate(entry["question"])
     )
     long = category == "long_context"
@@ -178,8 +182,13 @@ def _task_from_entry(entry, answers, specs, signatures, category, where) -> Task
         gold=gold,
         tools=tools,
         # The verifier compares each involved class's public state; the initial config names its fields.
-        state_fields=tuple(sorted(f"{c}.{k}" for c in entry["involved_classes"]
-                                  for k in entry.get("initial_config", {}).get(c, {}))),
+        state_fields=tuple(
+            sorted(
+                f"{c}.{k}"
+                for c in entry["involved_classes"]
+                for k in entry.get("initial_config", {}).get(c, {})
+            )
+        ),
         verifier="bfcl_state_and_response",
         metadata={
             "bfcl_id": entry["id"],

@@ -67,7 +67,9 @@ class BfclMultiTurnSource(EnvironmentSource):
 
     name = SOURCE
 
-    def __init__(self, data_dir: str | Path | None = None, categories: tuple[str, ...] | list[str] = CATEGORIES):
+    def __init__(
+        self, data_dir: str | Path | None = None, categories: tuple[str, ...] | list[str] = CATEGORIES
+    ):
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
         unknown = set(categories) - set(CATEGORIES)
         if unknown:

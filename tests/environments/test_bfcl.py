@@ -74,7 +74,12 @@ def test_bfcl_bad_calls_return_error_results(source, catalog):
     task = catalog.tasks[0]
     env = source.make_environment(task)
     env.reset(task)
-    for name, args in [("no_such_tool", {}), ("cd", {"bogus": 1}), ("cd", "not-a-dict"), ("cd", {"folder": 3})]:
+    for name, args in [
+        ("no_such_tool", {}),
+        ("cd", {"bogus": 1}),
+        ("cd", "not-a-dict"),
+        ("cd", {"folder": 3}),
+    ]:
         result = env.call(name, args)
         assert result.is_error, (name, args, result)
         assert result.content
@@ -150,12 +155,16 @@ def test_bfcl_verifier_agrees_with_bfcl_eval_checker_on_perturbed_trajectories(s
                 continue
             env = source.make_environment(task)
             env.reset(task)
-            trajectory = Trajectory(task.task_id, [
-                TurnRecord([CallRecord(c, env.call(c.name, c.arguments)) for c in turn]) for turn in turns
-            ])
+            trajectory = Trajectory(
+                task.task_id,
+                [TurnRecord([CallRecord(c, env.call(c.name, c.arguments)) for c in turn]) for turn in turns],
+            )
             ours = env.verify(trajectory)
-            entry = {"id": task.metadata["bfcl_id"], "initial_config": task.metadata["initial_config"],
-                     "involved_classes": task.metadata["involved_classes"]}
+            entry = {
+                "id": task.metadata["bfcl_id"],
+                "initial_config": task.metadata["initial_config"],
+                "involved_classes": task.metadata["involved_classes"],
+            }
             decoded = [[[_bfcl_call_string(c) for c in turn]] if turn else [] for turn in turns]
             gold = [[_bfcl_call_string(c) for c in turn] for turn in task.gold]
             theirs = multi_turn_checker(decoded, gold, entry, task.split, f"envsched_{uuid.uuid4().hex}")
