@@ -23,6 +23,7 @@ run: venv
 
 test: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
 lint: venv

@@ -1,0 +1,35 @@
+"""The `envsched` command line, run in-process with click's runner."""
+
+from click.testing import CliRunner
+
+from pipelines.cli import main
+
+
+def test_cli_verify_gold_prints_passed_count():
+    result = CliRunner().invoke(
+        main, ["envs", "verify-gold", "--source", "bfcl_v3_multi_turn", "--limit", "25"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "passed 25/25" in result.output
+
+
+def test_cli_verify_gold_names_an_unknown_source():
+    result = CliRunner().invoke(main, ["envs", "verify-gold", "--source", "nope"])
+    assert result.exit_code != 0
+    assert "unknown environment source 'nope'" in str(result.exception)
+
+
+def test_cli_run_materialises_catalogue_into_home_and_sql_reads_it(home, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))  # restored after the test
+    result = CliRunner().invoke(main, ["run"])
+    assert result.exit_code == 0, result.output
+    assert "bfcl_v3_multi_turn" in result.output and "800" in result.output
+    assert (home / "warehouse.duckdb").exists() and (home / "dagster" / "dagster.yaml").exists()
+    sql = CliRunner().invoke(
+        main, ["sql", "SELECT count(*) AS n FROM tasks WHERE source = 'bfcl_v3_multi_turn'"]
+    )
+    assert sql.exit_code == 0 and "800" in sql.output
+    import dagster as dg
+
+    runs = dg.DagsterInstance.get().get_runs()
+    assert [r.job_name for r in runs] == ["refresh_catalog"]
