@@ -69,7 +69,7 @@ def run(sources: tuple[str, ...]) -> None:
                 click.echo(event.message, err=True)
         raise SystemExit(1)
     summary = Warehouse(paths.warehouse).query("SELECT * FROM source_summary ORDER BY source")
-    click.echo("\nCatalogue (warehouse: %s)\n%s\n" % (paths.warehouse, summary.to_string(index=False)))
+    click.echo(f"\nCatalogue (warehouse: {paths.warehouse})\n{summary.to_string(index=False)}\n")
     click.echo("Next: `make ui` opens Dagster at http://127.0.0.1:3000 ; query with e.g.")
     click.echo('  .venv/bin/envsched sql "SELECT * FROM environment_summary ORDER BY tasks DESC LIMIT 10"')
 
