@@ -9,6 +9,7 @@ concurrency pool of size 1 (see ``pipelines/definitions.py``).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -121,6 +122,175 @@ class Warehouse:
                 "tasks": _upsert_by_hash(conn, "tasks", ["task_id"], source, tasks),
             }
 
+    # -- graph -------------------------------------------------------------------------------
+    def embedding_status(self) -> pd.DataFrame:
+        """Active tasks with their text hash and the hash/model their stored embedding was made from."""
+        return self.query(
+            "SELECT t.task_id, t.text, t.text_hash, e.text_hash AS embedded_hash, e.model_name "
+            "FROM tasks t LEFT JOIN task_embeddings e USING (task_id) WHERE t.active ORDER BY t.task_id"
+        )
+
+    def upsert_embeddings(self, rows: pd.DataFrame) -> int:
+        """rows: task_id, model_name, dim, text_hash, embedding (list of floats)."""
+        rows = rows.assign(computed_at=_now())
+        with self.transaction() as conn:
+            updates = ", ".join(f"{c} = excluded.{c}" for c in rows.columns if c != "task_id")
+            return _insert(conn, "task_embeddings", rows, f"ON CONFLICT (task_id) DO UPDATE SET {updates}") or len(rows)
+
+    def replace_edges(self, table: str, edges: pd.DataFrame, graph_version: str, campaign_id: str | None = None) -> int:
+        """Swap one graph (all within edges, or one campaign's cross edges) for a new version."""
+        if table not in ("edges_within", "edges_cross"):
+            raise ValueError(f"not an edge table: {table}")
+        rows = edges[["src", "dst", "similarity"]].assign(graph_version=graph_version)
+        with self.transaction() as conn:
+            if table == "edges_cross":
+                rows = rows.assign(campaign_id=campaign_id or "")
+                conn.execute("DELETE FROM edges_cross WHERE campaign_id = ?", [campaign_id or ""])
+            else:
+                conn.execute("DELETE FROM edges_within")
+            return _insert(conn, table, rows)
+
+    # -- campaigns ---------------------------------------------------------------------------
+    def create_campaign(self, campaign_id: str, config: dict[str, Any], scheduler: str) -> bool:
+        """Register a campaign; True if new. Re-creating with the same config is a no-op."""
+        text = json.dumps(config, sort_keys=True)
+        with self.transaction() as conn:
+            row = conn.execute("SELECT config FROM campaigns WHERE campaign_id = ?", [campaign_id]).fetchone()
+            if row is not None:
+                if json.loads(row[0]) != config:
+                    raise ValueError(
+                        f"campaign '{campaign_id}' exists with a different config; pick a new campaign id"
+                    )
+                return False
+            now = _now()
+            conn.execute(
+                "INSERT INTO campaigns VALUES (?, ?, ?, 'created', NULL, ?, ?)", [campaign_id, text, scheduler, now, now]
+            )
+            return True
+
+    def campaign(self, campaign_id: str) -> dict[str, Any]:
+        with self.reader() as conn:
+            row = conn.execute(
+                "SELECT config, scheduler, status, status_reason FROM campaigns WHERE campaign_id = ?", [campaign_id]
+            ).fetchone()
+        if row is None:
+            raise KeyError(f"unknown campaign '{campaign_id}'")
+        return {"config": json.loads(row[0]), "scheduler": row[1], "status": row[2], "status_reason": row[3]}
+
+    def set_campaign_status(self, campaign_id: str, status: str, reason: str | None = None) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE campaigns SET status = ?, status_reason = ?, updated_at = ? WHERE campaign_id = ?",
+                [status, reason, _now(), campaign_id],
+            )
+
+    def progress(self, campaign_id: str) -> dict[str, int]:
+        """Last step with a scheduled batch, with loaded rollouts, and with an observed scheduler state."""
+        with self.reader() as conn:
+            return {
+                name: conn.execute(sql, [campaign_id]).fetchone()[0] or 0
+                for name, sql in {
+                    "scheduled": "SELECT max(step) FROM batches WHERE campaign_id = ?",
+                    "loaded": "SELECT max(step) FROM ingested_files WHERE campaign_id = ? AND status = 'loaded'",
+                    "observed": "SELECT max(step) FROM scheduler_states WHERE campaign_id = ? AND phase = 'observed'",
+                }.items()
+            }
+
+    def scheduler_state(self, campaign_id: str, step: int, phase: str) -> bytes | None:
+        with self.reader() as conn:
+            row = conn.execute(
+                "SELECT state FROM scheduler_states WHERE campaign_id = ? AND step = ? AND phase = ?",
+                [campaign_id, step, phase],
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def save_batch(self, campaign_id: str, step: int, batch: pd.DataFrame, state: bytes) -> int:
+        """The batch of ``step`` and the scheduler state that chose it, together (idempotent)."""
+        rows = batch[["task_id", "env_id", "role", "predicted_variance"]].assign(
+            campaign_id=campaign_id, step=step, position=range(len(batch)), created_at=_now()
+        )
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM batches WHERE campaign_id = ? AND step = ?", [campaign_id, step])
+            _save_state(conn, campaign_id, step, "selected", state)
+            return _insert(conn, "batches", rows)
+
+    def batch(self, campaign_id: str, step: int) -> pd.DataFrame:
+        return self.query(
+            "SELECT task_id, env_id, role, predicted_variance FROM batches WHERE campaign_id = ? AND step = ? "
+            "ORDER BY position",
+            [campaign_id, step],
+        )
+
+    def rollouts(self, campaign_id: str, step: int | None = None) -> pd.DataFrame:
+        where, params = "campaign_id = ?", [campaign_id]
+        if step is not None:
+            where, params = where + " AND step = ?", params + [step]
+        return self.query(f"SELECT * FROM rollouts WHERE {where} ORDER BY step, task_id, rollout_idx", params)
+
+    # -- ingestion ---------------------------------------------------------------------------
+    def is_ingested(self, path: str, content_hash: str) -> bool:
+        if not self.path.exists():
+            return False
+        with self.reader() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM ingested_files WHERE path = ? AND content_hash = ?", [path, content_hash]
+            ).fetchone()
+        return row is not None
+
+    def load_rollouts(self, path: str, content_hash: str, campaign_id: str, step: int, rows: pd.DataFrame) -> int:
+        """Load one validated landing file exactly once; returns rows inserted (0 on re-delivery)."""
+        with self.transaction() as conn:
+            seen = conn.execute(
+                "SELECT n_rows FROM ingested_files WHERE path = ? AND content_hash = ?", [path, content_hash]
+            ).fetchone()
+            if seen is not None:
+                return 0
+            inserted = _insert(conn, "rollouts", rows.assign(source_file=path), "ON CONFLICT DO NOTHING")
+            conn.execute(
+                "INSERT INTO ingested_files VALUES (?, ?, ?, ?, 'loaded', NULL, ?, ?)",
+                [path, content_hash, campaign_id, step, inserted, _now()],
+            )
+            return inserted
+
+    def record_quarantine(self, path: str, content_hash: str, campaign_id: str, step: int, reason: str) -> None:
+        """A rejected file: recorded with its reason, nothing loaded, the campaign stopped."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO ingested_files VALUES (?, ?, ?, ?, 'quarantined', ?, 0, ?) ON CONFLICT DO NOTHING",
+                [path, content_hash, campaign_id, step, reason, _now()],
+            )
+            conn.execute(
+                "UPDATE campaigns SET status = 'failed', status_reason = ?, updated_at = ? WHERE campaign_id = ?",
+                [f"step {step}: rollout file quarantined: {reason}", _now(), campaign_id],
+            )
+
+    # -- what the scheduler derived ------------------------------------------------------------
+    def save_observation(self, campaign_id: str, step: int, stats: pd.DataFrame, state: bytes) -> int:
+        """task_stats as of ``step`` (observed tasks) plus the scheduler state that produced them."""
+        rows = stats.assign(campaign_id=campaign_id, step=step)
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM task_stats WHERE campaign_id = ?", [campaign_id])
+            _save_state(conn, campaign_id, step, "observed", state)
+            return _insert(conn, "task_stats", rows)
+
+    def save_predictions(
+        self, campaign_id: str, step: int, predictions: pd.DataFrame, cross_edges: pd.DataFrame, graph_version: str
+    ) -> int:
+        rows = predictions.assign(campaign_id=campaign_id, step=step)
+        edges = cross_edges[["src", "dst", "similarity"]].assign(campaign_id=campaign_id, graph_version=graph_version)
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM predictions WHERE campaign_id = ? AND step = ?", [campaign_id, step])
+            conn.execute("DELETE FROM edges_cross WHERE campaign_id = ?", [campaign_id])
+            _insert(conn, "edges_cross", edges)
+            return _insert(conn, "predictions", rows)
+
+    def save_step_metrics(self, campaign_id: str, step: int, metrics: dict[str, float]) -> None:
+        rows = pd.DataFrame(
+            {"campaign_id": campaign_id, "step": step, "name": list(metrics), "value": list(metrics.values())}
+        )
+        with self.transaction() as conn:
+            _insert(conn, "step_metrics", rows, "ON CONFLICT (campaign_id, step, name) DO UPDATE SET value = excluded.value")
+
 
 def _upsert_by_hash(
     conn: duckdb.DuckDBPyConnection, table: str, keys: list[str], source: str, rows: pd.DataFrame
@@ -170,4 +340,30 @@ def _upsert_by_hash(
         updated=int(is_changed.sum()),
         unchanged=int(len(rows) - is_new.sum() - is_changed.sum()),
         deactivated=len(gone),
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _insert(conn: duckdb.DuckDBPyConnection, table: str, rows: pd.DataFrame, conflict: str = "") -> int:
+    """Insert a DataFrame by column name; ``conflict`` is an optional ON CONFLICT clause."""
+    if rows.empty:
+        return 0
+    columns = ", ".join(f'"{c}"' for c in rows.columns)
+    before = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    conn.register("_rows", rows)
+    try:
+        conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM _rows {conflict}")
+    finally:
+        conn.unregister("_rows")
+    return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
+
+
+def _save_state(conn: duckdb.DuckDBPyConnection, campaign_id: str, step: int, phase: str, state: bytes) -> None:
+    conn.execute(
+        "INSERT INTO scheduler_states VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (campaign_id, step, phase) DO UPDATE SET state = excluded.state, created_at = excluded.created_at",
+        [campaign_id, step, phase, state, _now()],
     )
