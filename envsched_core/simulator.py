@@ -35,7 +35,7 @@ step every shared skill drifts by N(0, drift) — the policy moves even where it
 Held-out score: mean expected reward p over held-out tasks (never in the catalogue).
 
 Catalogue exposed (`catalog_frame`): task_id, env_id, text, tools, tool_effects, state_fields, turns,
-gold_calls, verifier, and a synthetic `embedding` — a noisy unit-norm mix of random vectors of the
+gold_calls, verifier, reward_kind, and a synthetic `embedding` — a noisy unit-norm mix of random vectors of the
 task's environment, tool types and families (so it correlates with the latent skills it loads on,
 not with difficulty), letting tests skip the sentence-transformers model.
 
@@ -283,6 +283,7 @@ class Simulator:
             "turns": self._turns[rows].astype(int),
             "gold_calls": self._gold_calls[rows].astype(int),
             "verifier": np.where(self._graded[rows], "partial_checks", "state_match"),
+            "reward_kind": np.where(self._graded[rows], "graded", "binary"),
             "embedding": list(self._embedding),
         })
 

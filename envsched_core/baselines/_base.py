@@ -33,6 +33,20 @@ def param(config: Any, name: str, default: Any) -> Any:
     return getattr(config, name, default)
 
 
+def task_table(catalog: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(task_ids, env_ids) per task from a `TaskCatalog`, an object with `.tasks`, or a DataFrame."""
+    tasks = catalog if isinstance(catalog, pd.DataFrame) else getattr(catalog, "tasks", None)
+    if isinstance(tasks, pd.DataFrame):
+        missing = {"task_id", "env_id"} - set(tasks.columns)
+        if missing:
+            raise ValueError(f"catalog tasks are missing column(s) {sorted(missing)}")
+        return tasks["task_id"].astype(str).to_numpy(), tasks["env_id"].astype(str).to_numpy()
+    if all(hasattr(catalog, a) for a in ("task_ids", "env", "env_ids")):  # envsched_core.TaskCatalog
+        env_ids = np.asarray(catalog.env_ids, dtype=object)[np.asarray(catalog.env)]
+        return np.asarray(catalog.task_ids).astype(str), env_ids.astype(str)
+    raise ValueError("catalog must be a TaskCatalog, a DataFrame, or expose `.tasks` with task_id and env_id")
+
+
 class GroupStats:
     """Per-task summary of one `observe` call: index, success rate s, population variance, count."""
 
@@ -47,18 +61,11 @@ class BaselineScheduler:
     _state_fields: tuple[str, ...] = ()
 
     def __init__(self, catalog: Any, config: Any, seed: int = 0):
-        tasks = getattr(catalog, "tasks", None)
-        if not isinstance(tasks, pd.DataFrame):
-            raise ValueError("catalog must expose `.tasks`, a DataFrame with task_id and env_id")
-        missing = {"task_id", "env_id"} - set(tasks.columns)
-        if missing:
-            raise ValueError(f"catalog.tasks is missing column(s) {sorted(missing)}")
+        self.task_ids, self.env_ids = task_table(catalog)
         self.batch_size, self.group_size = batch_sizes(config)
         self.config = config
-        self.task_ids = tasks["task_id"].astype(str).to_numpy()
-        self.env_ids = tasks["env_id"].astype(str).to_numpy()
         if len(set(self.task_ids)) != len(self.task_ids):
-            raise ValueError("catalog.tasks has duplicate task_id values")
+            raise ValueError("the catalog has duplicate task_id values")
         self.n_tasks = len(self.task_ids)
         if self.n_tasks < self.batch_size:
             raise ValueError(f"catalog has {self.n_tasks} tasks, fewer than batch_size={self.batch_size}")
