@@ -1,0 +1,25 @@
+"""Baseline task schedulers with EnvSched's interface (`select`, `observe`, `refill`, `state_dict`).
+
+Each takes `(catalog, config, seed=...)`: `catalog.tasks` is a DataFrame with task_id and env_id;
+`config` is any object with `batch_size` and `group_size` (e.g. `SchedulerConfig`), and may carry the
+baseline's own fields (see `DAPOConfig`, `GRESOConfig`, `MoPPSConfig`, `DPSConfig`); missing
+fields take the paper's defaults.
+"""
+
+from .dapo import DAPOConfig, DAPODynamicSampling
+from .dps import DPSConfig, DPSScheduler
+from .greso import GRESOConfig, GRESOScheduler
+from .mopps import MoPPSConfig, MoPPSScheduler
+from .uniform import RandomScheduler
+
+__all__ = [
+    "RandomScheduler",
+    "DAPODynamicSampling",
+    "DAPOConfig",
+    "GRESOScheduler",
+    "GRESOConfig",
+    "MoPPSScheduler",
+    "MoPPSConfig",
+    "DPSScheduler",
+    "DPSConfig",
+]

@@ -1,0 +1,186 @@
+"""Shared plumbing of the baseline schedulers: sizes, input checks, batch frames, resumable state.
+
+Every baseline answers the same calls as `EnvSched` (`select(step)`, `observe(rollouts)`,
+`state_dict()`, `load_state_dict(state)`), plus `refill(step)`, which only the dynamic-sampling
+baselines (DAPO, GRESO) use to ask for more groups after seeing a step's rewards.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+BATCH_COLUMNS = ["task_id", "env_id", "role", "predicted_variance"]
+ROLLOUT_COLUMNS = ("task_id", "step", "reward")
+
+
+def batch_sizes(config: Any) -> tuple[int, int]:
+    """(B, G) from any config carrying `batch_size` and `group_size` (SchedulerConfig or ours)."""
+    try:
+        b, g = int(config.batch_size), int(config.group_size)
+    except AttributeError as exc:
+        raise ValueError(f"config needs batch_size and group_size fields, got {type(config).__name__}") from exc
+    if b < 1 or g < 1:
+        raise ValueError(f"batch_size and group_size must be >= 1, got B={b}, G={g}")
+    return b, g
+
+
+def param(config: Any, name: str, default: Any) -> Any:
+    """A baseline hyper-parameter: the config's field when it has one, else the paper's default."""
+    return getattr(config, name, default)
+
+
+def task_table(catalog: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(task_ids, env_ids) per task from a `TaskCatalog`, an object with `.tasks`, or a DataFrame."""
+    tasks = catalog if isinstance(catalog, pd.DataFrame) else getattr(catalog, "tasks", None)
+    if isinstance(tasks, pd.DataFrame):
+        missing = {"task_id", "env_id"} - set(tasks.columns)
+        if missing:
+            raise ValueError(f"catalog tasks are missing column(s) {sorted(missing)}")
+        return tasks["task_id"].astype(str).to_numpy(), tasks["env_id"].astype(str).to_numpy()
+    if all(hasattr(catalog, a) for a in ("task_ids", "env", "env_ids")):  # envsched_core.TaskCatalog
+        env_ids = np.asarray(catalog.env_ids, dtype=object)[np.asarray(catalog.env)]
+        return np.asarray(catalog.task_ids).astype(str), env_ids.astype(str)
+    raise ValueError("catalog must be a TaskCatalog, a DataFrame, or expose `.tasks` with task_id and env_id")
+
+
+class GroupStats:
+    """Per-task summary of one `observe` call: index, success rate s, population variance, count."""
+
+    def __init__(self, idx: np.ndarray, mean: np.ndarray, var: np.ndarray, count: np.ndarray):
+        self.idx, self.mean, self.var, self.count = idx, mean, var, count
+
+
+class BaselineScheduler:
+    """Base class: holds the task table, the RNG, and the checks every scheduler shares."""
+
+    #: names of numpy-array / scalar attributes that make up the resumable state
+    _state_fields: tuple[str, ...] = ()
+
+    def __init__(self, catalog: Any, config: Any, seed: int = 0):
+        self.task_ids, self.env_ids = task_table(catalog)
+        self.batch_size, self.group_size = batch_sizes(config)
+        self.config = config
+        if len(set(self.task_ids)) != len(self.task_ids):
+            raise ValueError("the catalog has duplicate task_id values")
+        self.n_tasks = len(self.task_ids)
+        if self.n_tasks < self.batch_size:
+            raise ValueError(f"catalog has {self.n_tasks} tasks, fewer than batch_size={self.batch_size}")
+        self._index = pd.Index(self.task_ids)
+        self.rng = np.random.default_rng(seed)
+
+    # ---- batch frames -------------------------------------------------------------------------
+    def _frame(self, idx: np.ndarray, roles: np.ndarray | str, predicted: np.ndarray | None = None,
+               **extra: np.ndarray) -> pd.DataFrame:
+        idx = np.asarray(idx, dtype=np.int64)
+        pred = np.full(len(idx), np.nan) if predicted is None else np.asarray(predicted, dtype=float)
+        out = pd.DataFrame({
+            "task_id": self.task_ids[idx],
+            "env_id": self.env_ids[idx],
+            "role": np.broadcast_to(np.asarray(roles, dtype=object), len(idx)).copy(),
+            "predicted_variance": pred,
+        })
+        for name, values in extra.items():
+            out[name] = values
+        return out
+
+    def _empty(self) -> pd.DataFrame:
+        return self._frame(np.empty(0, dtype=np.int64), "oversample")
+
+    def refill(self, step: int) -> pd.DataFrame:
+        """More tasks to roll out this step (dynamic sampling); empty when the step is complete."""
+        return self._empty()
+
+    # ---- observations -------------------------------------------------------------------------
+    def _group_stats(self, rollouts: pd.DataFrame) -> GroupStats:
+        """Check rollouts (raises ValueError, touching no state) and reduce them to per-task groups."""
+        if not isinstance(rollouts, pd.DataFrame):
+            raise ValueError("rollouts must be a pandas DataFrame")
+        missing = [c for c in ROLLOUT_COLUMNS if c not in rollouts.columns]
+        if missing:
+            raise ValueError(f"rollouts is missing column(s) {missing}; expected {list(ROLLOUT_COLUMNS)}")
+        reward = pd.to_numeric(rollouts["reward"], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(reward) | (reward < 0.0) | (reward > 1.0)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"rollouts row {row}: reward {rollouts['reward'].iloc[row]!r} is not in [0, 1]")
+        idx = self._index.get_indexer(rollouts["task_id"].astype(str))
+        if (idx < 0).any():
+            unknown = rollouts["task_id"].astype(str).to_numpy()[idx < 0][:5].tolist()
+            raise ValueError(f"rollouts name unknown task_id(s) {unknown} (not in the catalog)")
+        # Population variance per task = E[r^2] - E[r]^2, via bincount so 1M rows stay cheap.
+        uniq, inv = np.unique(idx, return_inverse=True)
+        count = np.bincount(inv).astype(float)
+        mean = np.bincount(inv, weights=reward) / count
+        var = np.maximum(np.bincount(inv, weights=reward * reward) / count - mean * mean, 0.0)
+        var[var < 1e-12] = 0.0  # float noise must not turn an all-equal group into a "mixed" one
+        return GroupStats(uniq, mean, var, count)
+
+    def observe(self, rollouts: pd.DataFrame) -> None:
+        stats = self._group_stats(rollouts)
+        if len(stats.idx):
+            self._update(stats)
+
+    def _update(self, stats: GroupStats) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # ---- resume -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        state = {name: copy.deepcopy(getattr(self, name)) for name in self._state_fields}
+        state["rng"] = copy.deepcopy(self.rng.bit_generator.state)
+        state["n_tasks"] = self.n_tasks
+        if isinstance(getattr(self, "sampler", None), EpochSampler):
+            state["sampler"] = self.sampler.state()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        needed = set(self._state_fields) | {"rng", "n_tasks"}
+        missing = needed - set(state)
+        if missing:
+            raise ValueError(f"state is missing key(s) {sorted(missing)}")
+        if state["n_tasks"] != self.n_tasks:
+            raise ValueError(f"state is for {state['n_tasks']} tasks, this catalog has {self.n_tasks}")
+        for name in self._state_fields:
+            setattr(self, name, copy.deepcopy(state[name]))
+        self.rng.bit_generator.state = copy.deepcopy(state["rng"])
+        if "sampler" in state and isinstance(getattr(self, "sampler", None), EpochSampler):
+            self.sampler.load(state["sampler"])
+
+
+class EpochSampler:
+    """A shuffled pass over the task pool, like a training dataloader (reshuffled every epoch).
+
+    DAPO, GRESO, MoPPS and DPS all draw their (candidate) prompts from such a dataloader.
+    State: the permutation and the cursor, both plain arrays/ints so `state_dict` can copy them.
+    """
+
+    def __init__(self, n: int, rng: np.random.Generator):
+        self.n = n
+        self.perm = rng.permutation(n)
+        self.cursor = 0
+
+    def take(self, k: int, rng: np.random.Generator, exclude: np.ndarray | None = None) -> np.ndarray:
+        """Next k task indices, skipping `exclude` (a bool mask) so one step never repeats a task."""
+        taken: list[np.ndarray] = []
+        need = min(k, self.n - (0 if exclude is None else int(exclude.sum())))
+        blocked = np.zeros(self.n, dtype=bool) if exclude is None else exclude.copy()
+        while need > 0:
+            if self.cursor >= self.n:
+                self.perm = rng.permutation(self.n)
+                self.cursor = 0
+            chunk = self.perm[self.cursor:self.cursor + need]
+            self.cursor += len(chunk)
+            chunk = chunk[~blocked[chunk]]
+            blocked[chunk] = True
+            taken.append(chunk)
+            need -= len(chunk)
+        return np.concatenate(taken) if taken else np.empty(0, dtype=np.int64)
+
+    def state(self) -> dict[str, Any]:
+        return {"perm": self.perm.copy(), "cursor": self.cursor}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.perm, self.cursor = np.asarray(state["perm"]).copy(), int(state["cursor"])

@@ -1,0 +1,143 @@
+"""SchedulerConfig: every number of DESIGN.md's "Algorithm" section, one field each.
+
+Defaults follow EnvSched (Yang et al., 2026). Ablations are switches here:
+within-edges only (``use_cross_edges=False``), cross-edges only (``use_within_edges=False``),
+coverage only (``rho=1.0``) and neighbour counts (``k_within`` / ``k_cross``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class SchedulerConfig:
+    """Typed configuration of the EnvSched graph, predictor and scheduler (EnvSched, Yang et al., 2026)."""
+
+    # --- batch --------------------------------------------------------------------------------
+    batch_size: int = 64
+    """B: number of distinct tasks selected per step."""
+    group_size: int = 8
+    """G: rollouts drawn per selected task (the GRPO group); used for rollout accounting."""
+
+    # --- own history ----------------------------------------------------------------------------
+    gamma: float = 0.8
+    """Discount per step of age applied to a task's visit weight n_i, since the policy moves."""
+
+    # --- within-environment edges (W) ------------------------------------------------------------
+    use_within_edges: bool = True
+    """Use the within-environment relation W (False = cross-edges-only ablation)."""
+    k_within: int = 8
+    """k_W: neighbours kept per task inside its own environment."""
+    candidate_factor: int = 3
+    """pynndescent returns candidate_factor * k_W embedding neighbours before the combined re-rank."""
+    weight_cosine: float = 0.5
+    """Weight of text-embedding cosine in the within-environment similarity."""
+    weight_tools: float = 0.3
+    """Weight of Jaccard(tools) in the within-environment similarity."""
+    weight_state: float = 0.2
+    """Weight of Jaccard(state fields / verifier checks) in the within-environment similarity."""
+    exact_knn_max: int = 4096
+    """Environments up to this many tasks get exact within-env kNN; larger ones use pynndescent."""
+
+    # --- cross-environment edges (X) -------------------------------------------------------------
+    use_cross_edges: bool = True
+    """Use the cross-environment relation X (False = within-edges-only ablation)."""
+    k_cross: int = 8
+    """k_X: neighbours kept per task in *other* environments by signature cosine."""
+    cross_exact_max: int = 20000
+    """Catalogues up to this many tasks get exact cross-env kNN; larger ones use pynndescent."""
+    cross_partitions: int = 2
+    """Random environment bipartitions used by approximate cross kNN (each gives candidates from other envs)."""
+    profile_weight: float = 1.0
+    """Scale of the observed reward profile (mu_i, m_i, trend) inside the standardised signature."""
+    cross_refresh_every: int = 1
+    """Steps between re-rankings of cross edges with the current reward profiles ("rebuilt at refresh")."""
+    n_patterns: int = 32
+    """Number of k-means clusters of the static cross-env signature ("interaction patterns")."""
+
+    # --- prediction ------------------------------------------------------------------------------
+    temperature: float = 0.1
+    """Softmax temperature: w_ij = softmax_j(sim_ij / temperature) over i's neighbours."""
+    a_within: float = 0.5
+    """a_W: initial precision weight of within-environment evidence in the fusion."""
+    a_cross: float = 0.25
+    """a_X: initial precision weight of cross-environment evidence in the fusion."""
+    prior_variance: float = 0.05
+    """v_0 before any rollout is seen; afterwards v_0 is the discounted running mean observed variance."""
+    refit_min_pairs: int = 200
+    """Refit a_W, a_X by non-negative least squares once this many (prediction, realised) pairs exist."""
+    refit_window: int = 5000
+    """Most recent (prediction, realised) pairs kept for the refit."""
+    refit_ridge: float = 10.0
+    """Pull of the refit toward the initial a_W, a_X, worth this many typical (prediction, realised) pairs."""
+
+    # --- scheduler -------------------------------------------------------------------------------
+    rho: float = 0.3
+    """Coverage fraction of the batch; rho = 1 is the coverage-only ablation."""
+    eta: float = 0.3
+    """Similarity penalty: exploit score = v_hat / v_max - eta * max sim to already chosen tasks."""
+    env_quota_fraction: float = 0.05
+    """Environment quota: at most max(env_quota_min, ceil(env_quota_fraction * B)) tasks per environment."""
+    env_quota_min: int = 2
+    """Lower bound of the per-environment quota."""
+    new_env_bonus: float = 0.5
+    """Coverage bonus for a task whose environment is not yet in the batch."""
+    new_tool_bonus: float = 0.5
+    """Coverage bonus times the share of a task's tools not yet in the batch."""
+    pool_factor: int = 4
+    """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, message: str) -> None:
+            if not ok:
+                raise ValueError(f"SchedulerConfig: {message}")
+
+        need(self.batch_size >= 1, f"batch_size={self.batch_size} must be >= 1.")
+        need(self.group_size >= 2, f"group_size={self.group_size} must be >= 2: a GRPO group of one has no variance.")
+        need(0.0 < self.gamma <= 1.0, f"gamma={self.gamma} must be in (0, 1]; 1 means no discount.")
+        need(self.k_within >= 1, f"k_within={self.k_within} must be >= 1; use use_within_edges=False to drop W.")
+        need(self.k_cross >= 1, f"k_cross={self.k_cross} must be >= 1; use use_cross_edges=False to drop X.")
+        need(self.candidate_factor >= 1, f"candidate_factor={self.candidate_factor} must be >= 1.")
+        weights = (self.weight_cosine, self.weight_tools, self.weight_state)
+        need(min(weights) >= 0 and sum(weights) > 0,
+             f"similarity weights {weights} must be >= 0 with a positive sum (default 0.5, 0.3, 0.2).")
+        need(self.exact_knn_max >= 1, f"exact_knn_max={self.exact_knn_max} must be >= 1.")
+        need(self.cross_exact_max >= 1, f"cross_exact_max={self.cross_exact_max} must be >= 1.")
+        need(self.cross_partitions >= 1, f"cross_partitions={self.cross_partitions} must be >= 1.")
+        need(self.profile_weight >= 0, f"profile_weight={self.profile_weight} must be >= 0.")
+        need(self.cross_refresh_every >= 0,
+             f"cross_refresh_every={self.cross_refresh_every} must be >= 0 (0 = never re-rank).")
+        need(self.n_patterns >= 1, f"n_patterns={self.n_patterns} must be >= 1.")
+        need(self.temperature > 0, f"temperature={self.temperature} must be > 0 (default 0.1).")
+        need(self.a_within >= 0 and self.a_cross >= 0,
+             f"a_within={self.a_within}, a_cross={self.a_cross} must be >= 0 (precision weights).")
+        need(0.0 <= self.prior_variance <= 0.25,
+             f"prior_variance={self.prior_variance} must be in [0, 0.25], the range of a [0, 1] reward's variance.")
+        need(self.refit_min_pairs >= 2, f"refit_min_pairs={self.refit_min_pairs} must be >= 2.")
+        need(self.refit_window >= self.refit_min_pairs,
+             f"refit_window={self.refit_window} must be >= refit_min_pairs={self.refit_min_pairs}.")
+        need(self.refit_ridge >= 0, f"refit_ridge={self.refit_ridge} must be >= 0.")
+        need(0.0 <= self.rho <= 1.0, f"rho={self.rho} must be in [0, 1]; rho=1 is the coverage-only ablation.")
+        need(self.eta >= 0, f"eta={self.eta} must be >= 0.")
+        need(0.0 < self.env_quota_fraction <= 1.0, f"env_quota_fraction={self.env_quota_fraction} must be in (0, 1].")
+        need(self.env_quota_min >= 1, f"env_quota_min={self.env_quota_min} must be >= 1.")
+        need(self.new_env_bonus >= 0 and self.new_tool_bonus >= 0, "new_env_bonus and new_tool_bonus must be >= 0.")
+        need(self.pool_factor >= 1, f"pool_factor={self.pool_factor} must be >= 1.")
+        need(self.use_within_edges or self.use_cross_edges or self.rho == 1.0,
+             "both relations are switched off; keep one of use_within_edges / use_cross_edges, "
+             "or set rho=1.0 for the coverage-only ablation.")
+
+    @property
+    def env_quota(self) -> int:
+        """Most tasks of one environment in a batch: max(env_quota_min, ceil(env_quota_fraction * B))."""
+        return max(self.env_quota_min, math.ceil(self.env_quota_fraction * self.batch_size))
+
+    @property
+    def n_exploit(self) -> int:
+        """Exploitation slots (1 - rho) B; the rest of the batch is coverage."""
+        return int(round((1.0 - self.rho) * self.batch_size))
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,289 @@
+"""EnvSched: online environment-aware batch selection (EnvSched, Yang et al., 2026, "Scheduler").
+
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=64, group_size=8), seed=0)
+    batch = sched.select(step)   # task_id, env_id, role ('exploit' | 'coverage'), predicted_variance
+    sched.observe(rollouts)      # task_id, step, reward: one row per rollout
+    sched.predict()              # task_id, predicted_variance, uncertainty, own, within, cross
+
+A batch of B tasks has (1 - rho) B exploitation slots, filled greedily by
+    v_hat_i / v_max - eta * max_{j chosen} sim(i, j)          (only tasks with evidence)
+and coverage slots filled greedily by under-observation
+    1/sqrt(1 + N_env) + 1/sqrt(1 + n_i) + 1/sqrt(1 + N_pattern) + bonus(environment / tools new to the batch).
+At most max(2, ceil(0.05 B)) tasks of one environment, no task twice, step 1 (no history) all coverage,
+no pilot rollouts. Both greedy passes run over a pruned pool (top pool_factor * B by score, per-environment
+capped) so selection costs O(N) numpy work plus O(B * pool) however large the catalogue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .catalog import TaskCatalog
+from .config import SchedulerConfig
+from .graph import (
+    cross_candidates,
+    cross_signature,
+    edges_from_frame,
+    edges_to_frame,
+    propagation_matrix,
+    rank_cross_edges,
+    signature_patterns,
+    similarity_matrix,
+    within_edge_arrays,
+)
+from .predictor import VariancePredictor
+from .stats import TaskStats, group_outcomes, validate_rollouts
+
+STATE_VERSION = 1
+TIE_JITTER = 1e-9  # breaks exact score ties at random (seeded), never reorders distinct scores
+
+
+def _prune(score: np.ndarray, candidates: np.ndarray, env: np.ndarray, room: np.ndarray, size: int) -> np.ndarray:
+    """The top ``size`` candidates by score, at most room[e] per environment, best first."""
+    if len(candidates) > 4 * size:
+        candidates = candidates[np.argpartition(-score[candidates], 4 * size - 1)[:4 * size]]
+    candidates = candidates[np.argsort(-score[candidates], kind="stable")]
+    e = env[candidates]
+    by_env = np.argsort(e, kind="stable")
+    sorted_env = e[by_env]
+    starts = np.flatnonzero(np.r_[True, sorted_env[1:] != sorted_env[:-1]])
+    rank = np.empty(len(candidates), dtype=np.int64)
+    rank[by_env] = np.arange(len(candidates)) - np.repeat(starts, np.diff(np.r_[starts, len(candidates)]))
+    return candidates[rank < room[e]][:size]
+
+
+class EnvSched:
+    """The EnvSched scheduler over one task catalogue: graph, statistics, predictor and batch selection."""
+
+    def __init__(self, catalog: TaskCatalog, config: SchedulerConfig | None = None, seed: int = 0,
+                 within_edges: pd.DataFrame | None = None, cross_edges: pd.DataFrame | None = None,
+                 stats: TaskStats | None = None):
+        """Build (or load) the graph. ``within_edges`` / ``cross_edges``: precomputed (src, dst, similarity)
+        frames, e.g. from the warehouse; given cross edges are the candidates later refreshes re-rank."""
+        self.catalog = catalog
+        self.cfg = config or SchedulerConfig()
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        n_tasks = len(catalog)
+        self.stats = stats or TaskStats(n_tasks, gamma=self.cfg.gamma, prior_variance=self.cfg.prior_variance)
+        if len(self.stats) != n_tasks:
+            raise ValueError(f"EnvSched: stats cover {len(self.stats)} tasks, the catalogue {n_tasks}.")
+
+        self.within = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+        W_within = None
+        if self.cfg.use_within_edges:
+            if within_edges is None:
+                self.within = within_edge_arrays(catalog, self.cfg, seed)
+            else:
+                self.within = edges_from_frame(catalog, within_edges, "within_edges")
+            W_within = propagation_matrix(*self.within, n_tasks, self.cfg.temperature)
+        self.cross_src = self.cross_dst = np.zeros(0, np.int64)  # candidate pairs re-ranked at refresh
+        self.cross_edges = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+        if self.cfg.use_cross_edges:
+            if cross_edges is None:
+                self.cross_src, self.cross_dst = cross_candidates(catalog, self.cfg, seed=seed)
+            else:
+                self.cross_src, self.cross_dst, _ = edges_from_frame(catalog, cross_edges, "cross_edges")
+        self.predictor = VariancePredictor(self.cfg, W_within, None)
+        self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
+        self.current_step = 0
+        self.last_refresh_step = -1
+        self._refresh_cross()
+        self._cache: tuple | None = None  # (step, v_hat, evidence) of the last prediction
+
+    # --- prediction -------------------------------------------------------------------------------
+    def _refresh_cross(self) -> None:
+        """Re-rank the cross candidates under the current reward profiles ("rebuilt at refresh")."""
+        if not self.cfg.use_cross_edges:
+            return
+        signature = cross_signature(self.catalog, self.cfg, self.stats)
+        self._set_cross(rank_cross_edges(self.cross_src, self.cross_dst, signature, self.cfg.k_cross))
+        self.last_refresh_step = self.current_step
+
+    def _set_cross(self, edges: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.cross_edges = edges
+        self.predictor.set_cross(propagation_matrix(*edges, len(self.catalog), self.cfg.temperature))
+
+    def _predicted(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(v_hat, has_evidence, n) at ``step``, cached until the next observe."""
+        if self._cache is None or self._cache[0] != step:
+            c = self.predictor.components(self.stats, step)
+            v_hat, _ = self.predictor.fuse(c)
+            self._cache = (step, v_hat, (c.n + c.N_W + c.N_X) > 0, c.n)
+        return self._cache[1:]
+
+    def predict(self, step: int | None = None) -> pd.DataFrame:
+        """Per task: predicted_variance (v_hat), uncertainty (u), own (m_i), within (v_W), cross (v_X)."""
+        step = self.current_step if step is None else self._check_step(step)
+        return self.predictor.predict_frame(self.stats, step, self.catalog.task_ids)
+
+    # --- selection ----------------------------------------------------------------------------------
+    @staticmethod
+    def _check_step(step) -> int:
+        if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
+            raise ValueError(f"step must be a non-negative integer, got {step!r}.")
+        return int(step)
+
+    def select(self, step: int) -> pd.DataFrame:
+        """The batch for ``step``: B distinct tasks, each environment at most env_quota times."""
+        step = self._check_step(step)
+        self.current_step = max(self.current_step, step)
+        cfg, env = self.cfg, self.catalog.env
+        v_hat, has_evidence, n = self._predicted(step)
+        room = np.full(self.catalog.n_envs, cfg.env_quota, dtype=np.int64)  # quota left per environment
+        chosen = np.zeros(len(self.catalog), dtype=bool)
+
+        exploit = np.zeros(0, np.int64)
+        if self.stats.any_observed and cfg.n_exploit > 0:  # step 1 (no history) is all coverage
+            exploit = self._select_exploit(v_hat, has_evidence, room, chosen, cfg.n_exploit)
+        coverage = self._select_coverage(n, room, chosen, cfg.batch_size - len(exploit))
+        rows = np.concatenate([exploit, coverage])
+        return pd.DataFrame({
+            "task_id": self.catalog.task_ids[rows],
+            "env_id": self.catalog.env_ids[env[rows]],
+            "role": ["exploit"] * len(exploit) + ["coverage"] * len(coverage),
+            "predicted_variance": v_hat[rows],
+        })
+
+    def _take(self, row: int, room: np.ndarray, chosen: np.ndarray) -> None:
+        room[self.catalog.env[row]] -= 1
+        chosen[row] = True
+
+    def _select_exploit(self, v_hat, has_evidence, room, chosen, slots: int) -> np.ndarray:
+        """Greedy v_hat_i / v_max - eta * max_{j chosen} sim(i, j) over tasks with evidence."""
+        env = self.catalog.env
+        candidates = np.flatnonzero(has_evidence & ~chosen)
+        if len(candidates) == 0:
+            return np.zeros(0, np.int64)
+        v_max = max(float(v_hat[candidates].max()), 1e-12)
+        pool = _prune(v_hat, candidates, env, room, self.cfg.pool_factor * self.cfg.batch_size)
+        score = v_hat[pool] / v_max
+        sim = similarity_matrix(self.catalog, self.cfg, pool)  # (M, M)
+        max_sim = np.zeros(len(pool))  # max similarity to the tasks chosen so far (0 before any)
+        open_ = np.ones(len(pool), dtype=bool)
+        picks = []
+        for _ in range(slots):
+            open_ &= room[env[pool]] > 0
+            if not open_.any():
+                break
+            k = int(np.argmax(np.where(open_, score - self.cfg.eta * max_sim, -np.inf)))
+            picks.append(pool[k])
+            open_[k] = False
+            self._take(pool[k], room, chosen)
+            max_sim = np.maximum(max_sim, sim[k])
+        return np.asarray(picks, dtype=np.int64)
+
+    def _select_coverage(self, n, room, chosen, slots: int) -> np.ndarray:
+        """Greedy under-observation score; counts include this batch's picks, so the batch spreads out."""
+        if slots <= 0:
+            return np.zeros(0, np.int64)
+        cfg, env, pattern, tools = self.cfg, self.catalog.env, self.patterns, self.catalog.tools
+        N_env = np.bincount(env, weights=n, minlength=self.catalog.n_envs)
+        N_pattern = np.bincount(pattern, weights=n, minlength=pattern.max() + 1)
+        batch_env = np.bincount(env[chosen], minlength=self.catalog.n_envs).astype(float)
+        batch_pattern = np.bincount(pattern[chosen], minlength=len(N_pattern)).astype(float)
+        covered = np.asarray(tools[np.flatnonzero(chosen)].sum(axis=0)).ravel() > 0  # tools in the batch
+        tool_count = np.asarray(tools.getnnz(axis=1), dtype=float)
+        jitter = TIE_JITTER * self.rng.random(len(self.catalog))
+
+        def score(rows: np.ndarray) -> np.ndarray:
+            e, p = env[rows], pattern[rows]
+            new_tools = tool_count[rows] - tools[rows] @ covered.astype(float)
+            return (1.0 / np.sqrt(1.0 + N_env[e] + batch_env[e])
+                    + 1.0 / np.sqrt(1.0 + n[rows])
+                    + 1.0 / np.sqrt(1.0 + N_pattern[p] + batch_pattern[p])
+                    + cfg.new_env_bonus * (batch_env[e] == 0)
+                    + cfg.new_tool_bonus * np.divide(new_tools, tool_count[rows], out=np.zeros(len(rows)),
+                                                     where=tool_count[rows] > 0)
+                    + jitter[rows])
+
+        candidates = np.flatnonzero(~chosen)
+        full = np.zeros(len(self.catalog))
+        full[candidates] = score(candidates)
+        pool = _prune(full, candidates, env, room, max(cfg.pool_factor * cfg.batch_size, slots))
+        open_ = np.ones(len(pool), dtype=bool)
+        picks = []
+        for _ in range(slots):
+            open_ &= room[env[pool]] > 0
+            if not open_.any():
+                break
+            k = int(np.argmax(np.where(open_, score(pool), -np.inf)))
+            row = pool[k]
+            picks.append(row)
+            open_[k] = False
+            self._take(row, room, chosen)
+            batch_env[env[row]] += 1
+            batch_pattern[pattern[row]] += 1
+            covered[tools[row].indices] = True
+        return np.asarray(picks, dtype=np.int64)
+
+    # --- learning from rollouts ---------------------------------------------------------------------
+    def observe(self, rollouts: pd.DataFrame) -> None:
+        """Fold one or more steps of rollouts (task_id, step, reward in [0, 1]) into the statistics.
+
+        Validates everything first: bad input raises ValueError and changes no state.
+        """
+        idx = validate_rollouts(rollouts, self.catalog)
+        if len(idx) == 0:
+            return
+        groups = group_outcomes(rollouts, idx)
+        for step, part in groups.groupby("step", sort=True):
+            rows, step = part["idx"].to_numpy(), int(step)
+            variance = part["variance"].to_numpy()
+            # the prediction as it stood before this visit, paired with what was realised
+            self.predictor.record(self.predictor.components(self.stats, step, rows), variance)
+            self.stats.update(rows, step, variance, part["mean"].to_numpy())
+            self.current_step = max(self.current_step, step)
+        self.predictor.refit()
+        every = self.cfg.cross_refresh_every
+        if every and self.current_step - self.last_refresh_step >= every:
+            self._refresh_cross()
+        self._cache = None
+
+    # --- persistence --------------------------------------------------------------------------------
+    def within_edges_frame(self) -> pd.DataFrame:
+        """Current W as a (src, dst, similarity) frame of task ids."""
+        return edges_to_frame(self.catalog, *self.within)
+
+    def cross_edges_frame(self) -> pd.DataFrame:
+        """Current X as a (src, dst, similarity) frame of task ids."""
+        return edges_to_frame(self.catalog, *self.cross_edges)
+
+    def state_dict(self) -> dict:
+        """Everything that changes online; with the same catalogue and config, load_state_dict resumes exactly."""
+        return {
+            "version": STATE_VERSION,
+            "n_tasks": len(self.catalog),
+            "config": self.cfg.to_dict(),
+            "stats": self.stats.state_dict(),
+            "predictor": self.predictor.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "cross_src": self.cross_src.copy(),
+            "cross_dst": self.cross_dst.copy(),
+            "cross_edges": tuple(a.copy() for a in self.cross_edges),
+            "patterns": self.patterns.copy(),
+            "current_step": self.current_step,
+            "last_refresh_step": self.last_refresh_step,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"EnvSched: state version {state.get('version')!r}, expected {STATE_VERSION}.")
+        if state["n_tasks"] != len(self.catalog):
+            raise ValueError(f"EnvSched: state is for {state['n_tasks']} tasks, this catalogue has "
+                             f"{len(self.catalog)}; load it into a scheduler over the same catalogue.")
+        if state["config"] != self.cfg.to_dict():
+            changed = sorted(k for k, v in state["config"].items() if self.cfg.to_dict().get(k) != v)
+            raise ValueError(f"EnvSched: state was saved under a different config (fields {changed}).")
+        self.stats.load_state_dict(state["stats"])
+        self.predictor.load_state_dict(state["predictor"])
+        self.rng.bit_generator.state = state["rng"]
+        self.cross_src = np.array(state["cross_src"], copy=True)
+        self.cross_dst = np.array(state["cross_dst"], copy=True)
+        self.patterns = np.array(state["patterns"], copy=True)
+        self.current_step = int(state["current_step"])
+        if self.cfg.use_cross_edges:
+            self._set_cross(tuple(np.array(a, copy=True) for a in state["cross_edges"]))
+        self.last_refresh_step = int(state["last_refresh_step"])
+        self._cache = None

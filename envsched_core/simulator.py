@@ -1,0 +1,422 @@
+"""Benchmark simulator: a synthetic agentic-RL world in which a task scheduler can be tested.
+
+Generative model (all of it hidden from the scheduler except the catalogue columns listed below)
+-----------------------------------------------------------------------------------------------
+World, drawn once from `seed`:
+* `n_tool_types` abstract tool types (e.g. "search_order", "update_booking"), each with an effect
+  (read / write / create / delete) and a skill *family* (`n_families`). Type popularity is Zipf-like,
+  so some tool types recur in many environments and others are rare.
+* `n_envs` environments. Environment e exposes 4..10 tool types (qualified tool names
+  "env017.search_order"), has a verifier kind (binary "state_match" or graded "partial_checks", share
+  `graded_share`) and a base skill offset.
+* Each environment has `tasks_per_env` training tasks and `heldout_per_env` held-out tasks. A task
+  uses 1..4 of its environment's tool types, has gold_calls = tools + Poisson(1) calls, turns =
+  1 + Poisson(1.5), and a difficulty d_i = d0 + 0.25 gold_calls + 0.15 turns + N(0, difficulty_sd):
+  longer tasks are harder, plus a large idiosyncratic part no signature reveals.
+
+Policy, a vector theta of latent skills: one per environment, one per tool type, one per family,
+and one per training task (memorisation, which does not transfer to held-out tasks):
+    z_i = w_env theta_env[e_i] + w_type mean_tau theta_type[tau] + w_fam mean_tau theta_fam[f(tau)]
+          + w_task theta_task[i] - d_i,        p_i = sigmoid(z_i).
+theta starts at N(mu, sd) per skill kind, mu chosen so that early on most groups of G rollouts all
+fail, some are mixed and few all pass (the regime of agentic RL early in training).
+
+Rollouts: binary environments give r ~ Bernoulli(p_i); graded ones give r = Binomial(K, p_i) / K
+(K = `graded_checks` partial checks). The expected population variance of a group is
+(G - 1)/G * p(1 - p) (binary) or (G - 1)/G * p(1 - p)/K (graded).
+
+Update (GRPO-like): a group's push on its logit is the policy-gradient signal of group-normalised
+advantages, sum_j A_j (r_j - p) / G = std(r) for binary rewards — zero for a zero-variance group.
+Each trained group i adds lr / B * w_k * std(r_i) to every skill k it loads on (so learning on one task
+transfers to its environment, to its tool types in every environment, and to their families). Only the
+first B informative groups of a step train (DAPO-style schedulers may roll out more). After each
+step every shared skill drifts by N(0, drift) — the policy moves even where it is not trained.
+
+Held-out score: mean expected reward p over held-out tasks (never in the catalogue).
+
+Catalogue exposed (`catalog_frame`): task_id, env_id, text, tools, tool_effects, state_fields, turns,
+gold_calls, verifier, reward_kind, and a synthetic `embedding` — a noisy unit-norm mix of random vectors of the
+task's environment, tool types and families (so it correlates with the latent skills it loads on,
+not with difficulty), letting tests skip the sentence-transformers model.
+
+Everything is vectorised with numpy and deterministic per (seed, run seed). Two standard settings:
+`SMALL` (50 envs x 40 tasks) and `LARGE` (500 envs x 200 tasks).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+_VERBS = ["search", "get", "list", "update", "create", "delete", "book", "cancel", "transfer", "check",
+          "send", "modify", "compute", "return", "exchange", "find"]
+_NOUNS = ["order", "booking", "user", "flight", "file", "account", "message", "ticket", "item",
+          "payment", "vehicle", "stock", "reservation", "directory", "contact", "invoice", "route",
+          "product", "review", "calendar"]
+_EFFECT_OF_VERB = {"search": "read", "get": "read", "list": "read", "check": "read", "find": "read",
+                   "compute": "read", "update": "write", "modify": "write", "transfer": "write",
+                   "exchange": "write", "send": "create", "book": "create", "create": "create",
+                   "return": "write", "cancel": "delete", "delete": "delete"}
+_DOMAINS = ["retail", "airline", "file system", "banking", "messaging", "travel", "vehicle control",
+            "trading", "ticketing", "calendar"]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    n_envs: int = 50
+    """Number of environments."""
+    tasks_per_env: int = 40
+    """Training tasks per environment (all appear in the catalogue)."""
+    heldout_per_env: int = 6
+    """Held-out tasks per environment (evaluation only, never in the catalogue)."""
+    n_tool_types: int = 96
+    """Abstract tool types shared across environments."""
+    n_families: int = 12
+    """Skill families grouping tool types."""
+    group_size: int = 8
+    """G: rollouts per selected task."""
+    graded_share: float = 0.3
+    """Share of environments with graded (partial-credit) verifiers."""
+    graded_checks: int = 4
+    """K: partial checks of a graded verifier (reward = passed / K)."""
+    embed_dim: int = 32
+    """Dimension of the synthetic task embedding."""
+    embed_noise: float = 0.5
+    """Weight of the task-specific noise in the embedding (higher = less informative)."""
+    w_env: float = 0.5
+    w_type: float = 0.3
+    w_fam: float = 0.2
+    w_task: float = 0.4
+    """Loadings of a task's logit on its environment / tool-type / family / own skills."""
+    mu_env: float = 0.0
+    sd_env: float = 1.2
+    mu_type: float = 0.0
+    sd_type: float = 1.0
+    mu_fam: float = 0.0
+    sd_fam: float = 0.6
+    """Initial skill distributions."""
+    d0: float = 2.2
+    difficulty_sd: float = 1.0
+    """Difficulty offset and its idiosyncratic spread (see module docstring)."""
+    lr: float = 6.0
+    """Step size: skill k moves by lr / B * sum over trained groups of loading_k * std(r)."""
+    drift: float = 0.01
+    """Std of the per-step random walk of every shared skill."""
+
+
+SMALL = SimConfig(n_envs=50, tasks_per_env=40)
+LARGE = SimConfig(n_envs=500, tasks_per_env=200)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+class Simulator:
+    """A world (fixed by `seed`) plus a policy that `reset(run_seed)` restores to its start."""
+
+    def __init__(self, config: SimConfig = SMALL, seed: int = 0):
+        self.config, self.seed = config, int(seed)
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0]))
+        self._build_world(rng)
+        self.reset(0)
+
+    # ---- world ----------------------------------------------------------------------------------
+    def _build_world(self, rng: np.random.Generator) -> None:
+        c = self.config
+        n_types, n_env = c.n_tool_types, c.n_envs
+        verb = rng.integers(len(_VERBS), size=n_types)
+        noun = rng.integers(len(_NOUNS), size=n_types)
+        self.type_names = np.array([f"{_VERBS[v]}_{_NOUNS[n]}_{t}" for t, (v, n) in enumerate(zip(verb, noun, strict=True))])
+        self.type_effect = np.array([_EFFECT_OF_VERB[_VERBS[v]] for v in verb])
+        self.type_noun = np.array([_NOUNS[n] for n in noun])
+        self.type_family = rng.integers(c.n_families, size=n_types)
+        popularity = 1.0 / np.arange(1, n_types + 1) ** 0.8
+        popularity = rng.permutation(popularity / popularity.sum())
+
+        # Environments: a tool-type set each, a verifier kind, a domain for the text.
+        n_env_tools = rng.integers(4, 11, size=n_env)
+        env_types = np.full((n_env, 10), -1, dtype=np.int64)
+        for e in range(n_env):  # n_envs <= a few thousand: a loop is fine here
+            env_types[e, : n_env_tools[e]] = rng.choice(n_types, size=n_env_tools[e], replace=False, p=popularity)
+        self.env_graded = rng.random(n_env) < c.graded_share
+        self.env_domain = rng.integers(len(_DOMAINS), size=n_env)
+        self.env_names = np.array([f"env{e:04d}" for e in range(n_env)])
+
+        # Tasks (training then held-out), all vectorised: slot s of a task picks env tool k_s.
+        per_env = c.tasks_per_env + c.heldout_per_env
+        n_all = n_env * per_env
+        env = np.repeat(np.arange(n_env), per_env)
+        n_tools = rng.integers(1, 5, size=n_all)
+        n_tools = np.minimum(n_tools, n_env_tools[env])
+        # Random distinct positions within the env's tool list: argsort of uniform keys, masked.
+        keys = rng.random((n_all, 10))
+        keys[np.arange(10)[None, :] >= n_env_tools[env][:, None]] = np.inf
+        pos = np.argsort(keys, axis=1)[:, :4]
+        types = np.take_along_axis(env_types[env], pos, axis=1)
+        types[np.arange(4)[None, :] >= n_tools[:, None]] = -1                 # (n_all, 4), -1 = unused
+        gold_calls = n_tools + rng.poisson(1.0, size=n_all)
+        turns = 1 + rng.poisson(1.5, size=n_all)
+        difficulty = c.d0 + 0.25 * gold_calls + 0.15 * turns + rng.normal(0, c.difficulty_sd, n_all)
+
+        train = np.tile(np.arange(per_env) < c.tasks_per_env, n_env)
+        self.n_train = int(train.sum())
+        self._task_env, self._task_types = env, types
+        self._gold_calls, self._turns, self._difficulty = gold_calls, turns, difficulty
+        self._is_train = train
+        self._train_rows = np.flatnonzero(train)
+        self._heldout_rows = np.flatnonzero(~train)
+        self._graded = self.env_graded[env]
+
+        # Skill layout in theta: [env | type | family | task (training tasks only)].
+        self._off_type = n_env
+        self._off_fam = n_env + n_types
+        self._off_task = n_env + n_types + c.n_families
+        self.n_skills = self._off_task + self.n_train
+        task_slot = np.full(n_all, -1, dtype=np.int64)
+        task_slot[self._train_rows] = np.arange(self.n_train)
+        used = types >= 0
+        k = used.sum(axis=1, keepdims=True)
+        # Loadings as a fixed-width (n_all, 10) index/weight table: env, 4 types, 4 families, task.
+        idx = np.zeros((n_all, 10), dtype=np.int64)
+        w = np.zeros((n_all, 10))
+        idx[:, 0], w[:, 0] = env, c.w_env
+        idx[:, 1:5] = np.where(used, self._off_type + types, 0)
+        w[:, 1:5] = np.where(used, c.w_type / k, 0.0)
+        idx[:, 5:9] = np.where(used, self._off_fam + self.type_family[np.maximum(types, 0)], 0)
+        w[:, 5:9] = np.where(used, c.w_fam / k, 0.0)
+        idx[:, 9] = np.where(task_slot >= 0, self._off_task + task_slot, 0)
+        w[:, 9] = np.where(task_slot >= 0, c.w_task, 0.0)
+        self._load_idx, self._load_w = idx, w
+
+        theta0 = np.zeros(self.n_skills)
+        theta0[:n_env] = rng.normal(c.mu_env, c.sd_env, n_env)
+        theta0[self._off_type:self._off_fam] = rng.normal(c.mu_type, c.sd_type, n_types)
+        theta0[self._off_fam:self._off_task] = rng.normal(c.mu_fam, c.sd_fam, c.n_families)
+        self._theta0 = theta0
+
+        # Synthetic embeddings: env, type and family directions plus task noise.
+        d = c.embed_dim
+        u_env = rng.normal(size=(n_env, d))
+        u_type = rng.normal(size=(n_types, d))
+        u_fam = rng.normal(size=(c.n_families, d))
+        t_rows = self._train_rows
+        tt = types[t_rows]
+        m = (tt >= 0)[..., None]
+        kk = m.sum(axis=1)
+        emb = (0.6 * u_env[env[t_rows]]
+               + 0.6 * (u_type[np.maximum(tt, 0)] * m).sum(axis=1) / kk
+               + 0.3 * (u_fam[self.type_family[np.maximum(tt, 0)]] * m).sum(axis=1) / kk
+               + c.embed_noise * rng.normal(size=(len(t_rows), d)))
+        self._embedding = (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32)
+        self._text_seed = int(rng.integers(2**31))
+
+    # ---- policy state ---------------------------------------------------------------------------
+    def reset(self, run_seed: int = 0) -> Simulator:
+        """Restore the initial policy; rollout noise and drift come from (seed, run_seed)."""
+        self.theta = self._theta0.copy()
+        self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, 1, int(run_seed)]))
+        return self
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"theta": self.theta.copy(), "rng": copy.deepcopy(self.rng.bit_generator.state)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.theta = np.asarray(state["theta"], dtype=float).copy()
+        self.rng.bit_generator.state = copy.deepcopy(state["rng"])
+
+    def _success(self, rows: np.ndarray) -> np.ndarray:
+        z = (self._load_w[rows] * self.theta[self._load_idx[rows]]).sum(axis=1) - self._difficulty[rows]
+        return _sigmoid(z)
+
+    def success_probability(self) -> np.ndarray:
+        """p_i of every training task, catalogue order (oracle; for metrics only)."""
+        return self._success(self._train_rows)
+
+    def expected_variance(self) -> np.ndarray:
+        """Expected population variance of a G-group for every training task (oracle)."""
+        p = self.success_probability()
+        g = self.config.group_size
+        v = p * (1 - p) * (g - 1) / g
+        return np.where(self._graded[self._train_rows], v / self.config.graded_checks, v)
+
+    def heldout_score(self) -> float:
+        """Expected reward on the held-out tasks under the current policy."""
+        return float(self._success(self._heldout_rows).mean())
+
+    # ---- catalogue --------------------------------------------------------------------------------
+    @property
+    def task_ids(self) -> np.ndarray:
+        per = self.config.tasks_per_env
+        e = self._task_env[self._train_rows]
+        j = np.tile(np.arange(per), self.config.n_envs)
+        return np.char.add(np.char.add(self.env_names[e], "-t"), np.char.zfill(j.astype(str), 4))
+
+    def catalog_frame(self) -> pd.DataFrame:
+        """What a scheduler may see: one row per training task."""
+        rows = self._train_rows
+        rng = np.random.default_rng(self._text_seed)
+        types = self._task_types[rows]
+        env = self._task_env[rows]
+        tools, effects, fields, texts = [], [], [], []
+        openers = ["Please", "The user wants you to", "Help the customer", "You must"]
+        for n, (e, tt) in enumerate(zip(env, types, strict=True)):
+            tt = tt[tt >= 0]
+            names = [f"{self.env_names[e]}.{self.type_names[t]}" for t in tt]
+            tools.append(names)
+            effects.append([str(x) for x in self.type_effect[tt]])
+            fields.append(sorted({f"{self.type_noun[t]}.status" for t in tt if self.type_effect[t] != "read"}))
+            steps = ", then ".join(self.type_names[t].rsplit("_", 1)[0].replace("_", " ") for t in tt)
+            texts.append(f"{openers[rng.integers(4)]} {steps} in the {_DOMAINS[self.env_domain[e]]} "
+                         f"system (case {n % 97}).")
+        return pd.DataFrame({
+            "task_id": self.task_ids,
+            "env_id": self.env_names[env],
+            "text": texts,
+            "tools": tools,
+            "tool_effects": effects,
+            "state_fields": fields,
+            "turns": self._turns[rows].astype(int),
+            "gold_calls": self._gold_calls[rows].astype(int),
+            "verifier": np.where(self._graded[rows], "partial_checks", "state_match"),
+            "reward_kind": np.where(self._graded[rows], "graded", "binary"),
+            "embedding": list(self._embedding),
+        })
+
+    # ---- rollouts and training ---------------------------------------------------------------------
+    def _rows_of(self, task_ids: pd.Series) -> np.ndarray:
+        if not hasattr(self, "_id_index"):
+            self._id_index = pd.Index(self.task_ids)
+        pos = self._id_index.get_indexer(task_ids.astype(str))
+        if (pos < 0).any():
+            raise ValueError(f"unknown task_id(s) {task_ids[pos < 0].head(3).tolist()}")
+        return pos
+
+    def rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
+        """G rollouts per row of `batch`: DataFrame task_id, step, reward (G rows per task, in order)."""
+        pos = self._rows_of(batch["task_id"])
+        rows = self._train_rows[pos]
+        g, k = self.config.group_size, self.config.graded_checks
+        p = self._success(rows)[:, None]
+        binary = (self.rng.random((len(rows), g)) < p).astype(float)
+        graded = self.rng.binomial(k, np.broadcast_to(p, (len(rows), g))) / k
+        reward = np.where(self._graded[rows][:, None], graded, binary)
+        return pd.DataFrame({
+            "task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), g),
+            "step": int(step),
+            "reward": reward.ravel(),
+        })
+
+    def train(self, rollouts: pd.DataFrame, max_groups: int) -> int:
+        """GRPO-like update from the first `max_groups` informative groups; returns how many trained."""
+        if rollouts.empty:
+            return 0
+        g = self.config.group_size
+        r = rollouts["reward"].to_numpy(dtype=float).reshape(-1, g)
+        pos = self._rows_of(pd.Series(rollouts["task_id"].to_numpy()[::g]))
+        std = r.std(axis=1)
+        informative = np.flatnonzero(std > 1e-9)[:max_groups]
+        if len(informative):
+            rows = self._train_rows[pos[informative]]
+            # Batch-mean update, as a GRPO loss averaged over the B groups of the training batch.
+            push = (self.config.lr / max(max_groups, 1)) * self._load_w[rows] * std[informative][:, None]
+            self.theta += np.bincount(self._load_idx[rows].ravel(), weights=push.ravel(), minlength=self.n_skills)
+        return len(informative)
+
+    def drift(self) -> None:
+        """Random walk of the shared skills (environment, tool type, family)."""
+        n_shared = self._off_task
+        self.theta[:n_shared] += self.rng.normal(0.0, self.config.drift, n_shared)
+
+    def with_config(self, **changes: Any) -> Simulator:
+        """A new world from the same seed with some config fields changed."""
+        return Simulator(replace(self.config, **changes), self.seed)
+
+
+# ---- the campaign loop ------------------------------------------------------------------------------
+def _tool_codes(sim: Simulator) -> np.ndarray:
+    """(n_train, 4) integer ids of each task's qualified tools (env x type), -1 = unused."""
+    t = sim._task_types[sim._train_rows]
+    e = sim._task_env[sim._train_rows][:, None]
+    return np.where(t >= 0, e * sim.config.n_tool_types + t, -1)
+
+
+def run_campaign(scheduler: Any, sim: Simulator, steps: int, first_step: int = 1) -> pd.DataFrame:
+    """Run `steps` select -> rollout -> observe (-> refill ...) -> train steps; one metrics row per step.
+
+    Dynamic-sampling schedulers (DAPO, GRESO) expose `refill(step)`: after each observe the loop asks
+    for more tasks until it returns an empty frame; every rollout is counted in `rollouts`. The policy
+    then trains on the first B informative groups, B = rows of the step's first batch that are not
+    'oversample'. Columns (per step): `mean_var` / `median_var` / `median_reward` / `envs` / `tools`
+    over the B primary tasks; `hit_rate` = share of 'exploit' picks whose realised variance is > 0 and
+    at least the 75th percentile of the pool's expected variance; `rollouts` (incl. oversample) and
+    `cum_rollouts`; `trained_groups`; `pool_var` = the pool's mean expected variance; `heldout` after
+    the update. The initial held-out score is in `frame.attrs["heldout0"]`.
+    """
+    g = sim.config.group_size
+    codes = _tool_codes(sim)
+    index = pd.Index(sim.task_ids)
+    rows, cum = [], 0
+    heldout0 = sim.heldout_score()
+    for step in range(first_step, first_step + steps):
+        expected = sim.expected_variance()
+        q75 = float(np.quantile(expected, 0.75))
+        batch = scheduler.select(step)
+        frames, parts = [batch], [sim.rollout(batch, step)]
+        scheduler.observe(parts[0])
+        refill = getattr(scheduler, "refill", None)
+        while refill is not None:
+            extra = refill(step)
+            if extra is None or extra.empty:
+                break
+            frames.append(extra)
+            parts.append(sim.rollout(extra, step))
+            scheduler.observe(parts[-1])
+        every = pd.concat(frames, ignore_index=True)
+        rollouts = pd.concat(parts, ignore_index=True)
+        if every["task_id"].duplicated().any():
+            raise ValueError(f"step {step}: the scheduler selected a task twice")
+        primary = (every["role"] != "oversample").to_numpy()
+        b = int(primary.sum())
+        trained = sim.train(rollouts, b)
+        sim.drift()
+
+        reward = rollouts["reward"].to_numpy().reshape(-1, g)
+        var = reward.var(axis=1)
+        pos = index.get_indexer(every["task_id"].astype(str))
+        exploit = (every["role"] == "exploit").to_numpy()
+        hits = (var[exploit] > 1e-12) & (var[exploit] >= q75 - 1e-12)
+        tool_ids = codes[pos[primary]]
+        cum += reward.size
+        rows.append({
+            "step": step,
+            "n_selected": b,
+            "mean_var": float(var[primary].mean()) if b else np.nan,
+            "median_var": float(np.median(var[primary])) if b else np.nan,
+            "median_reward": float(np.median(reward[primary].mean(axis=1))) if b else np.nan,
+            "envs": int(every.loc[primary, "env_id"].nunique()),
+            "tools": int(len(np.unique(tool_ids[tool_ids >= 0]))),
+            "n_exploit": int(exploit.sum()),
+            "hit_rate": float(hits.mean()) if exploit.any() else np.nan,
+            "rollouts": int(reward.size),
+            "cum_rollouts": cum,
+            "trained_groups": trained,
+            "pool_var": float(expected.mean()),
+            "heldout": sim.heldout_score(),
+        })
+    out = pd.DataFrame(rows)
+    out.attrs["heldout0"] = heldout0
+    return out
+
+
+def steps_to_target(metrics: pd.DataFrame, target: float) -> tuple[float, float]:
+    """(first step whose held-out score >= target, cumulative rollouts then); NaN if never."""
+    hit = metrics.index[metrics["heldout"] >= target]
+    if len(hit) == 0:
+        return float("nan"), float("nan")
+    row = metrics.loc[hit[0]]
+    return float(row["step"]), float(row["cum_rollouts"])

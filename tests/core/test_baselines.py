@@ -1,0 +1,200 @@
+"""Behaviour of the five baseline schedulers on small hand-made cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from envsched_core.baselines import (
+    DAPOConfig,
+    DAPODynamicSampling,
+    DPSConfig,
+    DPSScheduler,
+    GRESOConfig,
+    GRESOScheduler,
+    MoPPSConfig,
+    MoPPSScheduler,
+    RandomScheduler,
+)
+from envsched_core.simulator import SimConfig, Simulator, run_campaign
+
+ALL = [RandomScheduler, DAPODynamicSampling, GRESOScheduler, MoPPSScheduler, DPSScheduler]
+CONFIGS = {RandomScheduler: DAPOConfig, DAPODynamicSampling: DAPOConfig, GRESOScheduler: GRESOConfig,
+           MoPPSScheduler: MoPPSConfig, DPSScheduler: DPSConfig}
+
+
+def tasks(n: int, envs: int = 2) -> pd.DataFrame:
+    return pd.DataFrame({"task_id": [f"t{i}" for i in range(n)], "env_id": [f"e{i % envs}" for i in range(n)]})
+
+
+def rollouts(rewards: dict[str, list[float]], step: int = 1) -> pd.DataFrame:
+    rows = [(t, step, r) for t, rs in rewards.items() for r in rs]
+    return pd.DataFrame(rows, columns=["task_id", "step", "reward"])
+
+
+def small_sim() -> Simulator:
+    return Simulator(SimConfig(n_envs=6, tasks_per_env=20, heldout_per_env=2), seed=3)
+
+
+def test_random_scheduler_returns_b_distinct_tasks():
+    sched = RandomScheduler(tasks(50), DAPOConfig(batch_size=20), seed=1)
+    for step in range(1, 6):
+        batch = sched.select(step)
+        assert len(batch) == 20 and batch["task_id"].is_unique
+        assert set(batch["role"]) == {"coverage"}
+        assert list(batch.columns[:4]) == ["task_id", "env_id", "role", "predicted_variance"]
+
+
+def test_mopps_picks_task_nearest_half():
+    sched = MoPPSScheduler(tasks(3), MoPPSConfig(batch_size=1), seed=0)
+    sched.alpha[:] = [2000.0, 500.0, 1.0]   # posteriors centred near 1, 0.5 and 0
+    sched.beta[:] = [1.0, 500.0, 2000.0]
+    for step in range(1, 5):
+        assert sched.select(step)["task_id"].tolist() == ["t1"]
+
+
+def test_mopps_beta_update_adds_successes_and_failures():
+    sched = MoPPSScheduler(tasks(3), MoPPSConfig(batch_size=1, decay=0.5), seed=0)
+    sched.observe(rollouts({"t0": [1, 1, 1, 1, 1, 1, 0, 0]}))
+    # lambda * 1 + (1 - lambda) * 1 + s * G with s = 6/8, G = 8
+    assert sched.alpha[0] == pytest.approx(7.0) and sched.beta[0] == pytest.approx(3.0)
+    sched.observe(rollouts({"t0": [1, 0, 0, 0, 0, 0, 0, 0]}, step=2))
+    assert sched.alpha[0] == pytest.approx(0.5 * 7 + 0.5 * 1 + 1)
+    assert sched.beta[0] == pytest.approx(0.5 * 3 + 0.5 * 1 + 7)
+    assert sched.alpha[1] == 1.0 and sched.beta[1] == 1.0  # untouched prompts keep the prior
+
+
+def test_greso_skips_long_zero_variance_streak():
+    sched = GRESOScheduler(tasks(40), GRESOConfig(batch_size=4, max_num_gen_batches=1), seed=0)
+    for step in range(30):  # t0 fails every time: a 30-long hard streak
+        sched.observe(rollouts({"t0": [0.0] * 8}, step=step))
+    p = sched.skip_probability(np.array([0, 1]))
+    assert p[0] == pytest.approx(1 - max(0.5**30, 0.01)) and p[1] == 0.0
+    picked = sum("t0" in set(sched.select(s)["task_id"]) for s in range(100, 400))
+    assert picked < 30  # without skipping t0 would appear in ~ 6/40 of 300 steps = 45
+
+
+def test_greso_p_adapts_toward_target_zero_variance_ratio():
+    sched = GRESOScheduler(tasks(40), GRESOConfig(batch_size=4), seed=0)
+    batch = sched.select(1)
+    sched.observe(rollouts({t: [0.0] * 8 for t in batch["task_id"]}))   # all hard zero-variance
+    sched.select(2)
+    assert sched.p_hard == pytest.approx(0.49) and sched.p_easy == pytest.approx(0.51)
+    batch = sched.select(3)  # step 2 saw nothing: p unchanged
+    assert sched.p_hard == pytest.approx(0.49)
+    sched.observe(rollouts({t: [1.0] * 8 for t in batch["task_id"]}, step=3))  # all easy
+    sched.select(4)
+    assert sched.p_easy == pytest.approx(0.50) and sched.p_hard == pytest.approx(0.50)
+
+
+def test_dps_hmm_update_matches_hand_computation():
+    sched = DPSScheduler(tasks(3), DPSConfig(batch_size=1, decay=0.7), seed=0)
+    sched.observe(rollouts({"t0": [1, 0, 0, 0, 1, 0, 0, 0], "t1": [0.0] * 8}))
+    # t0 mixed from a uniform prior: soft count 1/3 on row "mixed"; alpha row 2 = 0.7 + 0.3 + 1/3.
+    expected_alpha = np.ones((3, 3))
+    expected_alpha[1, :] = 4.0 / 3.0
+    np.testing.assert_allclose(sched.alpha[0], expected_alpha)
+    # pi = P_hat @ e_mixed = column 2 of alpha / its sum = (1, 4/3, 1) / (10/3)
+    np.testing.assert_allclose(sched.pi[0], [0.3, 0.4, 0.3])
+    np.testing.assert_allclose(sched.pi[1], [0.4, 0.3, 0.3])
+    # Next step only t1 is rolled out: t0 decays toward the prior and propagates its belief.
+    sched.observe(rollouts({"t1": [0.0] * 8}, step=2))
+    alpha0 = 0.7 * expected_alpha + 0.3
+    p_hat = alpha0 / alpha0.sum(axis=0, keepdims=True)
+    np.testing.assert_allclose(sched.alpha[0], alpha0)
+    np.testing.assert_allclose(sched.pi[0], p_hat @ np.array([0.3, 0.4, 0.3]))
+    np.testing.assert_allclose(sched.pi_prev[0], [0.3, 0.4, 0.3])
+
+
+def test_dps_selects_highest_p_mixed():
+    sched = DPSScheduler(tasks(4), DPSConfig(batch_size=1), seed=0)
+    sched.observe(rollouts({"t0": [0.0] * 8, "t1": [1.0] * 8, "t2": [0, 1, 0, 1, 0, 1, 0, 1], "t3": [1.0] * 8}))
+    batch = sched.select(2)
+    assert batch["task_id"].tolist() == ["t2"]
+    assert batch["p_mixed"].iloc[0] == pytest.approx(0.4)
+
+
+def test_dapo_counts_oversample_and_stops_at_max_num_gen_batches():
+    sched = DAPODynamicSampling(tasks(200), DAPOConfig(batch_size=4, max_num_gen_batches=3), seed=0)
+    frames = [sched.select(1)]
+    assert len(frames[0]) == 12 and (frames[0]["role"] == "oversample").sum() == 8
+    sched.observe(rollouts({t: [0.0] * 8 for t in frames[0]["task_id"]}))
+    while not (extra := sched.refill(1)).empty:
+        assert set(extra["role"]) == {"oversample"}
+        frames.append(extra)
+        sched.observe(rollouts({t: [0.0] * 8 for t in extra["task_id"]}))
+    every = pd.concat(frames)
+    assert len(frames) == 3 and len(every) == 36 and every["task_id"].is_unique
+
+
+def test_dapo_stops_once_b_informative_groups_are_collected():
+    sched = DAPODynamicSampling(tasks(200), DAPOConfig(batch_size=4), seed=0)
+    batch = sched.select(1)
+    sched.observe(rollouts({t: [0.0, 1.0] * 4 for t in batch["task_id"][:4]}))
+    assert sched.refill(1).empty
+
+
+def test_run_campaign_counts_dapo_oversample_rollouts():
+    sim = small_sim()
+    sched = DAPODynamicSampling(sim.catalog_frame(), DAPOConfig(batch_size=8), seed=0)
+    metrics = run_campaign(sched, sim, 3)
+    assert (metrics["rollouts"] >= 3 * 8 * 8).all()  # a whole 3B generation batch every step
+    assert (metrics["trained_groups"] <= 8).all()
+
+
+@pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
+def test_baseline_state_dict_round_trip_gives_identical_next_batch(cls):
+    sim = small_sim()
+    frame = sim.catalog_frame()
+    config = CONFIGS[cls](batch_size=8)
+    sched = cls(frame, config, seed=5)
+    run_campaign(sched, sim, 4)
+    state = sched.state_dict()
+    first = sched.select(5)
+    other = cls(frame, config, seed=99)
+    other.load_state_dict(state)
+    pd.testing.assert_frame_equal(first, other.select(5))
+    roll = sim.rollout(first, 5)
+    sched.observe(roll)
+    other.observe(roll)
+    pd.testing.assert_frame_equal(sched.refill(5), other.refill(5))
+
+
+def _state_arrays(sched) -> dict:
+    return {k: v for k, v in sched.state_dict().items() if k != "rng"}
+
+
+@pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("bad, message", [
+    (rollouts({"nope": [0.0] * 8}), "unknown task_id"),
+    (rollouts({"t1": [0.0] * 7 + [1.5]}), "not in \\[0, 1\\]"),
+    (rollouts({"t1": [0.0] * 8}).drop(columns="reward"), "missing column"),
+    (rollouts({"t1": [0.0] * 7 + [float("nan")]}), "not in \\[0, 1\\]"),
+], ids=["unknown-id", "reward-above-1", "missing-column", "nan-reward"])
+def test_baseline_rejects_bad_rollouts_without_state_change(cls, bad, message):
+    sched = cls(tasks(40), CONFIGS[cls](batch_size=4), seed=0)
+    sched.select(1)
+    sched.observe(rollouts({"t0": [0, 1] * 4, "t2": [0.0] * 8}))
+    before = _state_arrays(sched)
+    # A valid group first, so a half-applied update would show (not for the missing column itself).
+    mixed = pd.concat([rollouts({"t3": [1.0] * 8}), bad]) if "reward" in bad.columns else bad
+    with pytest.raises(ValueError, match=message):
+        sched.observe(mixed)
+    after = _state_arrays(sched)
+    assert before.keys() == after.keys()
+    for key in before:
+        np.testing.assert_equal(after[key], before[key])
+
+
+def test_baseline_rejects_catalog_without_env_id():
+    with pytest.raises(ValueError, match="env_id"):
+        RandomScheduler(pd.DataFrame({"task_id": ["a", "b"]}), DAPOConfig(batch_size=1))
+
+
+def test_baseline_accepts_envsched_task_catalog():
+    catalog_module = pytest.importorskip("envsched_core.catalog")
+    sim = small_sim()
+    catalog = catalog_module.TaskCatalog.from_frame(sim.catalog_frame())
+    batch = DPSScheduler(catalog, DPSConfig(batch_size=8), seed=0).select(1)
+    assert batch["task_id"].is_unique and batch["env_id"].str.startswith("env").all()

@@ -1,0 +1,135 @@
+"""Behaviour of the benchmark simulator and its campaign loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from envsched_core.baselines import RandomScheduler
+from envsched_core.simulator import SMALL, SimConfig, Simulator, run_campaign, steps_to_target
+
+TINY = SimConfig(n_envs=8, tasks_per_env=25, heldout_per_env=4)
+
+
+class Fixed:
+    """A scheduler that always selects the same tasks (for controlled campaigns)."""
+
+    def __init__(self, task_ids, env_ids):
+        self.frame = pd.DataFrame({"task_id": task_ids, "env_id": env_ids, "role": "exploit",
+                                   "predicted_variance": np.nan})
+
+    def select(self, step):
+        return self.frame.copy()
+
+    def observe(self, rollouts):
+        pass
+
+
+def mixed_rollouts(task_id: str, g: int = 8) -> pd.DataFrame:
+    return pd.DataFrame({"task_id": task_id, "step": 1, "reward": [0.0, 1.0] * (g // 2)})
+
+
+def test_simulator_is_deterministic_per_seed():
+    a, b, c = Simulator(TINY, seed=7), Simulator(TINY, seed=7), Simulator(TINY, seed=8)
+    fa, fb = a.catalog_frame(), b.catalog_frame()
+    pd.testing.assert_frame_equal(fa.drop(columns="embedding"), fb.drop(columns="embedding"))
+    np.testing.assert_array_equal(np.stack(fa["embedding"]), np.stack(fb["embedding"]))
+    config = type("C", (), {"batch_size": 16, "group_size": 8})()
+    ma = run_campaign(RandomScheduler(fa, config, seed=1), a.reset(3), 6)
+    mb = run_campaign(RandomScheduler(fb, config, seed=1), b.reset(3), 6)
+    pd.testing.assert_frame_equal(ma, mb)
+    assert not np.allclose(a.success_probability(), c.success_probability())
+
+
+def test_simulator_reset_restores_initial_policy():
+    sim = Simulator(TINY, seed=1)
+    start = sim.heldout_score()
+    sim.train(mixed_rollouts(sim.task_ids[0]), max_groups=1)
+    assert sim.heldout_score() != start
+    assert sim.reset(0).heldout_score() == start
+
+
+def test_simulator_policy_improves_only_from_mixed_groups():
+    sim = Simulator(TINY, seed=2)
+    tid = sim.task_ids[0]
+    p0, h0 = sim.success_probability(), sim.heldout_score()
+    for value in (0.0, 1.0):  # all-fail and all-pass groups carry no advantage signal
+        flat = pd.DataFrame({"task_id": tid, "step": 1, "reward": [value] * 8})
+        assert sim.train(flat, max_groups=1) == 0
+        np.testing.assert_array_equal(sim.success_probability(), p0)
+    assert sim.train(mixed_rollouts(tid), max_groups=1) == 1
+    p1 = sim.success_probability()
+    env = sim.catalog_frame()["env_id"].to_numpy()
+    assert p1[0] > p0[0]
+    assert (p1[env == env[0]] > p0[env == env[0]]).all()  # transfer within the environment
+    assert sim.heldout_score() > h0                         # and to held-out tasks
+
+
+def test_simulator_trains_on_at_most_b_informative_groups():
+    sim = Simulator(TINY, seed=2)
+    roll = pd.concat([mixed_rollouts(t) for t in sim.task_ids[:5]], ignore_index=True)
+    assert sim.train(roll, max_groups=3) == 3
+
+
+def test_simulator_starts_in_early_training_regime():
+    sim = Simulator(SMALL, seed=0)
+    p = sim.success_probability()
+    all_fail = ((1 - p) ** 8).mean()
+    all_pass = (p**8).mean()
+    assert all_fail > 0.5                       # most groups all-fail ...
+    assert 1 - all_fail - all_pass > 0.15       # ... some are mixed
+    assert all_pass < 0.05
+
+
+def test_simulator_rollout_rewards_are_in_unit_interval_with_graded_and_binary_kinds():
+    sim = Simulator(TINY, seed=4)
+    frame = sim.catalog_frame()
+    roll = sim.rollout(frame[["task_id", "env_id"]], step=1)
+    assert len(roll) == len(frame) * 8 and roll["reward"].between(0, 1).all()
+    graded = frame.loc[frame["verifier"] == "partial_checks", "task_id"]
+    assert len(graded) and not np.isin(roll.loc[roll["task_id"].isin(graded), "reward"], [0, 1]).all()
+
+
+def test_simulator_embeddings_are_closer_within_environment():
+    frame = Simulator(TINY, seed=0).catalog_frame()
+    emb = np.stack(frame["embedding"])
+    cos = emb @ emb.T
+    same = frame["env_id"].to_numpy()[:, None] == frame["env_id"].to_numpy()[None, :]
+    np.fill_diagonal(same, False)
+    other = ~same
+    np.fill_diagonal(other, False)
+    assert cos[same].mean() > cos[other].mean() + 0.2
+
+
+def test_simulator_catalog_has_the_documented_columns():
+    frame = Simulator(TINY, seed=0).catalog_frame()
+    for column in ("task_id", "env_id", "text", "tools", "tool_effects", "state_fields", "turns",
+                   "gold_calls", "verifier", "embedding"):
+        assert column in frame.columns
+    assert frame["task_id"].is_unique and frame["env_id"].nunique() == 8
+    assert all(len(t) == len(e) for t, e in zip(frame["tools"], frame["tool_effects"], strict=True))
+
+
+def test_simulator_rejects_unknown_task_id():
+    sim = Simulator(TINY, seed=0)
+    with pytest.raises(ValueError, match="unknown task_id"):
+        sim.rollout(pd.DataFrame({"task_id": ["missing"]}), step=1)
+
+
+def test_run_campaign_reports_hits_and_rollouts():
+    sim = Simulator(TINY, seed=5)
+    frame = sim.catalog_frame()
+    expected = sim.expected_variance()
+    top = np.argsort(-expected)[:10]
+    sched = Fixed(frame["task_id"].to_numpy()[top], frame["env_id"].to_numpy()[top])
+    metrics = run_campaign(sched, sim, 3)
+    assert (metrics["rollouts"] == 80).all() and metrics["cum_rollouts"].tolist() == [80, 160, 240]
+    assert metrics["hit_rate"].iloc[0] > 0.5  # top-variance picks mostly land in the top quartile
+    assert metrics["envs"].iloc[0] == len(set(frame["env_id"].to_numpy()[top]))
+
+
+def test_steps_to_target_finds_first_crossing():
+    metrics = pd.DataFrame({"step": [1, 2, 3], "heldout": [0.1, 0.3, 0.2], "cum_rollouts": [10, 20, 30]})
+    assert steps_to_target(metrics, 0.25) == (2.0, 20.0)
+    assert np.isnan(steps_to_target(metrics, 0.9)[0])
