@@ -76,9 +76,11 @@ def _markdown(frame: pd.DataFrame) -> str:
     return "\n".join([header, *rows])
 
 
-def _check(passed: bool, bad: pd.DataFrame, what: str) -> dg.AssetCheckResult:
+def check_result(bad: pd.DataFrame, what: str, check_name: str | None = None) -> dg.AssetCheckResult:
+    """Passed when ``bad`` (the violating rows) is empty; shows up to 10 of them."""
     return dg.AssetCheckResult(
-        passed=passed,
+        check_name=check_name,
+        passed=bad.empty,
         severity=dg.AssetCheckSeverity.ERROR,
         metadata={
             "violations": dg.MetadataValue.int(len(bad)),
@@ -96,7 +98,7 @@ def check_task_ids_unique_and_environment_known(warehouse: WarehouseResource) ->
         "(env_id NOT IN (SELECT env_id FROM environments WHERE active) "
         " OR task_id IN (SELECT task_id FROM tasks GROUP BY task_id HAVING count(*) > 1))"
     )
-    return _check(bad.empty, bad, "duplicate ids or unknown environments")
+    return check_result(bad, "duplicate ids or unknown environments")
 
 
 @dg.asset_check(
@@ -106,7 +108,7 @@ def check_task_tools_exist(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     bad = warehouse.warehouse().query(
         "SELECT task_id, env_id, tool_name FROM task_tools WHERE effect IS NULL ORDER BY task_id"
     )
-    return _check(bad.empty, bad, "missing tools")
+    return check_result(bad, "missing tools")
 
 
 @dg.asset_check(asset="tasks", blocking=True, description="No task has empty text.")
@@ -114,7 +116,7 @@ def check_task_text_not_empty(warehouse: WarehouseResource) -> dg.AssetCheckResu
     bad = warehouse.warehouse().query(
         "SELECT task_id, env_id FROM tasks WHERE active AND length(trim(text)) = 0 ORDER BY task_id"
     )
-    return _check(bad.empty, bad, "empty texts")
+    return check_result(bad, "empty texts")
 
 
 @dg.asset_check(
@@ -125,7 +127,7 @@ def check_tool_specs_valid(warehouse: WarehouseResource) -> dg.AssetCheckResult:
         "SELECT env_id, tool_name, effect FROM tools WHERE active AND "
         "(json_extract_string(parameters, '$.type') IS DISTINCT FROM 'object' OR effect NOT IN ('read', 'write'))"
     )
-    return _check(bad.empty, bad, "invalid specs")
+    return check_result(bad, "invalid specs")
 
 
 catalog_checks = [

@@ -17,6 +17,14 @@ from .scheduler import EnvSched
 from .stats import TaskStats
 
 __all__ = [
-    "EnvSched", "SchedulerConfig", "TaskCatalog", "TaskStats", "VariancePredictor", "batch_metrics",
-    "build_cross_edges", "build_within_edges", "cross_signature", "signature_patterns",
+    "EnvSched",
+    "SchedulerConfig",
+    "TaskCatalog",
+    "TaskStats",
+    "VariancePredictor",
+    "batch_metrics",
+    "build_cross_edges",
+    "build_within_edges",
+    "cross_signature",
+    "signature_patterns",
 ]

@@ -38,7 +38,9 @@ def _list_column(df: pd.DataFrame, name: str) -> list[list[str]]:
         elif _is_list_like(value):
             out.append([str(v) for v in value])
         else:
-            raise ValueError(f"TaskCatalog: column '{name}' of task_id={row!r} must be a list of strings, got {value!r}.")
+            raise ValueError(
+                f"TaskCatalog: column '{name}' of task_id={row!r} must be a list of strings, got {value!r}."
+            )
     return out
 
 
@@ -68,8 +70,9 @@ def _one_hot(df: pd.DataFrame, name: str) -> np.ndarray:
         return np.zeros((len(df), 0))
     values = df[name].fillna("").astype(str)
     common = values.value_counts().index[:MAX_CATEGORIES]
-    codes = pd.Categorical(values.where(values.isin(common), "__other__"),
-                           categories=list(common) + ["__other__"]).codes
+    codes = pd.Categorical(
+        values.where(values.isin(common), "__other__"), categories=list(common) + ["__other__"]
+    ).codes
     out = np.zeros((len(df), len(common) + 1))
     out[np.arange(len(df)), codes] = 1.0
     return out
@@ -139,8 +142,10 @@ class TaskCatalog:
         idx = self._index.get_indexer(pd.Index(np.asarray(task_ids, dtype=object)))
         if np.any(idx < 0):
             unknown = pd.unique(np.asarray(task_ids, dtype=object)[idx < 0])
-            raise ValueError(f"unknown {what}(s) not in the catalogue: {list(unknown[:5])}"
-                             f"{' ...' if len(unknown) > 5 else ''} ({len(unknown)} in all).")
+            raise ValueError(
+                f"unknown {what}(s) not in the catalogue: {list(unknown[:5])}"
+                f"{' ...' if len(unknown) > 5 else ''} ({len(unknown)} in all)."
+            )
         return idx
 
     @classmethod
@@ -160,7 +165,9 @@ class TaskCatalog:
         task_ids = df["task_id"].astype(str).to_numpy(dtype=object)
         duplicated = pd.Index(task_ids).duplicated()
         if duplicated.any():
-            raise ValueError(f"TaskCatalog: duplicate task_id(s) {list(pd.unique(task_ids[duplicated])[:5])}.")
+            raise ValueError(
+                f"TaskCatalog: duplicate task_id(s) {list(pd.unique(task_ids[duplicated])[:5])}."
+            )
         env, env_ids = pd.factorize(df["env_id"].astype(str))
 
         if "embedding" in df.columns:
@@ -169,20 +176,24 @@ class TaskCatalog:
             embedder = embedder or SentenceTransformerEmbedder()
             embeddings = np.asarray(embedder(df["text"].astype(str).tolist()), dtype=np.float32)
             if embeddings.ndim != 2 or len(embeddings) != len(df):
-                raise ValueError(f"TaskCatalog: embedder returned shape {embeddings.shape}, expected ({len(df)}, d).")
+                raise ValueError(
+                    f"TaskCatalog: embedder returned shape {embeddings.shape}, expected ({len(df)}, d)."
+                )
 
         tool_lists = _list_column(df, "tools")
         tools, tool_names = incidence_matrix(tool_lists)
         state_fields, _ = incidence_matrix(_list_column(df, "state_fields"))
         effects = _list_column(df, "tool_effects")
-        raw_signature = np.column_stack([
-            np.log1p([len(set(t)) for t in tool_lists]),  # log tool count
-            np.log1p(_numeric_column(df, "turns")),
-            np.log1p(_numeric_column(df, "gold_calls")),
-            effect_features(effects),  # effect mix + call-motif histogram
-            _one_hot(df, "verifier"),
-            _one_hot(df, "reward_kind"),
-        ])
+        raw_signature = np.column_stack(
+            [
+                np.log1p([len(set(t)) for t in tool_lists]),  # log tool count
+                np.log1p(_numeric_column(df, "turns")),
+                np.log1p(_numeric_column(df, "gold_calls")),
+                effect_features(effects),  # effect mix + call-motif histogram
+                _one_hot(df, "verifier"),
+                _one_hot(df, "reward_kind"),
+            ]
+        )
         return cls(
             task_ids=task_ids,
             env=env.astype(np.int32),
@@ -199,12 +210,16 @@ def _stack_embeddings(df: pd.DataFrame) -> np.ndarray:
     rows = df["embedding"].tolist()
     for i, row in enumerate(rows):
         if not _is_list_like(row):
-            raise ValueError(f"TaskCatalog: 'embedding' of task_id={df['task_id'].iloc[i]!r} is not a vector.")
+            raise ValueError(
+                f"TaskCatalog: 'embedding' of task_id={df['task_id'].iloc[i]!r} is not a vector."
+            )
     dims = {len(r) for r in rows}
     if len(dims) != 1:
         raise ValueError(f"TaskCatalog: 'embedding' vectors have different lengths {sorted(dims)[:5]}.")
     x = np.asarray(rows, dtype=np.float32)
     if not np.isfinite(x).all():
         bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
-        raise ValueError(f"TaskCatalog: 'embedding' of task_id={df['task_id'].iloc[bad]!r} has NaN/inf values.")
+        raise ValueError(
+            f"TaskCatalog: 'embedding' of task_id={df['task_id'].iloc[bad]!r} has NaN/inf values."
+        )
     return x

@@ -95,39 +95,65 @@ class SchedulerConfig:
                 raise ValueError(f"SchedulerConfig: {message}")
 
         need(self.batch_size >= 1, f"batch_size={self.batch_size} must be >= 1.")
-        need(self.group_size >= 2, f"group_size={self.group_size} must be >= 2: a GRPO group of one has no variance.")
+        need(
+            self.group_size >= 2,
+            f"group_size={self.group_size} must be >= 2: a GRPO group of one has no variance.",
+        )
         need(0.0 < self.gamma <= 1.0, f"gamma={self.gamma} must be in (0, 1]; 1 means no discount.")
-        need(self.k_within >= 1, f"k_within={self.k_within} must be >= 1; use use_within_edges=False to drop W.")
+        need(
+            self.k_within >= 1,
+            f"k_within={self.k_within} must be >= 1; use use_within_edges=False to drop W.",
+        )
         need(self.k_cross >= 1, f"k_cross={self.k_cross} must be >= 1; use use_cross_edges=False to drop X.")
         need(self.candidate_factor >= 1, f"candidate_factor={self.candidate_factor} must be >= 1.")
         weights = (self.weight_cosine, self.weight_tools, self.weight_state)
-        need(min(weights) >= 0 and sum(weights) > 0,
-             f"similarity weights {weights} must be >= 0 with a positive sum (default 0.5, 0.3, 0.2).")
+        need(
+            min(weights) >= 0 and sum(weights) > 0,
+            f"similarity weights {weights} must be >= 0 with a positive sum (default 0.5, 0.3, 0.2).",
+        )
         need(self.exact_knn_max >= 1, f"exact_knn_max={self.exact_knn_max} must be >= 1.")
         need(self.cross_exact_max >= 1, f"cross_exact_max={self.cross_exact_max} must be >= 1.")
         need(self.cross_partitions >= 1, f"cross_partitions={self.cross_partitions} must be >= 1.")
         need(self.profile_weight >= 0, f"profile_weight={self.profile_weight} must be >= 0.")
-        need(self.cross_refresh_every >= 0,
-             f"cross_refresh_every={self.cross_refresh_every} must be >= 0 (0 = never re-rank).")
+        need(
+            self.cross_refresh_every >= 0,
+            f"cross_refresh_every={self.cross_refresh_every} must be >= 0 (0 = never re-rank).",
+        )
         need(self.n_patterns >= 1, f"n_patterns={self.n_patterns} must be >= 1.")
         need(self.temperature > 0, f"temperature={self.temperature} must be > 0 (default 0.1).")
-        need(self.a_within >= 0 and self.a_cross >= 0,
-             f"a_within={self.a_within}, a_cross={self.a_cross} must be >= 0 (precision weights).")
-        need(0.0 <= self.prior_variance <= 0.25,
-             f"prior_variance={self.prior_variance} must be in [0, 0.25], the range of a [0, 1] reward's variance.")
+        need(
+            self.a_within >= 0 and self.a_cross >= 0,
+            f"a_within={self.a_within}, a_cross={self.a_cross} must be >= 0 (precision weights).",
+        )
+        need(
+            0.0 <= self.prior_variance <= 0.25,
+            f"prior_variance={self.prior_variance} must be in [0, 0.25], the range of a [0, 1] reward's variance.",
+        )
         need(self.refit_min_pairs >= 2, f"refit_min_pairs={self.refit_min_pairs} must be >= 2.")
-        need(self.refit_window >= self.refit_min_pairs,
-             f"refit_window={self.refit_window} must be >= refit_min_pairs={self.refit_min_pairs}.")
+        need(
+            self.refit_window >= self.refit_min_pairs,
+            f"refit_window={self.refit_window} must be >= refit_min_pairs={self.refit_min_pairs}.",
+        )
         need(self.refit_ridge >= 0, f"refit_ridge={self.refit_ridge} must be >= 0.")
-        need(0.0 <= self.rho <= 1.0, f"rho={self.rho} must be in [0, 1]; rho=1 is the coverage-only ablation.")
+        need(
+            0.0 <= self.rho <= 1.0, f"rho={self.rho} must be in [0, 1]; rho=1 is the coverage-only ablation."
+        )
         need(self.eta >= 0, f"eta={self.eta} must be >= 0.")
-        need(0.0 < self.env_quota_fraction <= 1.0, f"env_quota_fraction={self.env_quota_fraction} must be in (0, 1].")
+        need(
+            0.0 < self.env_quota_fraction <= 1.0,
+            f"env_quota_fraction={self.env_quota_fraction} must be in (0, 1].",
+        )
         need(self.env_quota_min >= 1, f"env_quota_min={self.env_quota_min} must be >= 1.")
-        need(self.new_env_bonus >= 0 and self.new_tool_bonus >= 0, "new_env_bonus and new_tool_bonus must be >= 0.")
+        need(
+            self.new_env_bonus >= 0 and self.new_tool_bonus >= 0,
+            "new_env_bonus and new_tool_bonus must be >= 0.",
+        )
         need(self.pool_factor >= 1, f"pool_factor={self.pool_factor} must be >= 1.")
-        need(self.use_within_edges or self.use_cross_edges or self.rho == 1.0,
-             "both relations are switched off; keep one of use_within_edges / use_cross_edges, "
-             "or set rho=1.0 for the coverage-only ablation.")
+        need(
+            self.use_within_edges or self.use_cross_edges or self.rho == 1.0,
+            "both relations are switched off; keep one of use_within_edges / use_cross_edges, "
+            "or set rho=1.0 for the coverage-only ablation.",
+        )
 
     @property
     def env_quota(self) -> int:

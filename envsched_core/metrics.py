@@ -36,11 +36,14 @@ def group_variance(rollouts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"variance": groups.var(ddof=0), "mean": groups.mean()})
 
 
-def batch_metrics(batch: pd.DataFrame, rollouts: pd.DataFrame, catalog: TaskCatalog,
-                  reference_variance=None) -> dict[str, float]:
+def batch_metrics(
+    batch: pd.DataFrame, rollouts: pd.DataFrame, catalog: TaskCatalog, reference_variance=None
+) -> dict[str, float]:
     """Metrics of one step's batch (task_id, env_id, role) given its rollouts (task_id, reward[, tools_used])."""
-    for name, frame, columns in (("batch", batch, ("task_id", "env_id", "role")),
-                                 ("rollouts", rollouts, ("task_id", "reward"))):
+    for name, frame, columns in (
+        ("batch", batch, ("task_id", "env_id", "role")),
+        ("rollouts", rollouts, ("task_id", "reward")),
+    ):
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise ValueError(f"batch_metrics: {name} is missing column(s) {missing}.")

@@ -80,7 +80,8 @@ class VariancePredictor:
     def fuse(self, c: Components) -> tuple[np.ndarray, np.ndarray]:
         """v_hat and uncertainty u from the fusion terms."""
         v_hat = (c.n * c.m + self.a_W * c.S_W + self.a_X * c.S_X + c.v0) / (
-            c.n + self.a_W * c.N_W + self.a_X * c.N_X + 1.0)
+            c.n + self.a_W * c.N_W + self.a_X * c.N_X + 1.0
+        )
         u = (1.0 + c.n + c.N_W + c.N_X) ** -0.5
         return v_hat, u
 
@@ -88,20 +89,22 @@ class VariancePredictor:
         """Every task: task_id, predicted_variance, uncertainty, own, within, cross (NaN = no evidence)."""
         c = self.components(stats, step)
         v_hat, u = self.fuse(c)
-        return pd.DataFrame({
-            "task_id": task_ids,
-            "predicted_variance": v_hat,
-            "uncertainty": u,
-            "own": np.where(c.n > 0, c.m, np.nan),
-            "within": Components.ratio(c.S_W, c.N_W),
-            "cross": Components.ratio(c.S_X, c.N_X),
-        })
+        return pd.DataFrame(
+            {
+                "task_id": task_ids,
+                "predicted_variance": v_hat,
+                "uncertainty": u,
+                "own": np.where(c.n > 0, c.m, np.nan),
+                "within": Components.ratio(c.S_W, c.N_W),
+                "cross": Components.ratio(c.S_X, c.N_X),
+            }
+        )
 
     # --- online refit of a_W, a_X ----------------------------------------------------------------
     def record(self, c: Components, realised: np.ndarray) -> None:
         """Store (fusion terms before the visit, realised variance) pairs for the refit."""
         rows = np.column_stack([c.n, c.m, c.N_W, c.S_W, c.N_X, c.S_X, np.full(len(c.n), c.v0), realised])
-        self.pairs = np.vstack([self.pairs, rows])[-self.cfg.refit_window:]
+        self.pairs = np.vstack([self.pairs, rows])[-self.cfg.refit_window :]
 
     def refit(self) -> bool:
         """Bounded (a >= 0) least-squares refit of (a_W, a_X) once enough pairs exist; returns whether it ran.
@@ -128,7 +131,7 @@ class VariancePredictor:
         def jacobian_scale(a: np.ndarray) -> np.ndarray:
             v, denominator = v_hat(a)
             J = (S - v[:, None] * N) / denominator[:, None]  # d v_hat / d a, (P, r)
-            return np.sqrt(self.cfg.refit_ridge * np.maximum((J ** 2).mean(axis=0), 1e-12))
+            return np.sqrt(self.cfg.refit_ridge * np.maximum((J**2).mean(axis=0), 1e-12))
 
         ridge = jacobian_scale(a0)
 

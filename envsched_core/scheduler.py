@@ -39,10 +39,12 @@ STATE_VERSION = 1
 TIE_JITTER = 1e-9  # breaks exact score ties at random (seeded), never reorders distinct scores
 
 
-def _prune(score: np.ndarray, candidates: np.ndarray, env: np.ndarray, room: np.ndarray, size: int) -> np.ndarray:
+def _prune(
+    score: np.ndarray, candidates: np.ndarray, env: np.ndarray, room: np.ndarray, size: int
+) -> np.ndarray:
     """The top ``size`` candidates by score, at most room[e] per environment, best first."""
     if len(candidates) > 4 * size:
-        candidates = candidates[np.argpartition(-score[candidates], 4 * size - 1)[:4 * size]]
+        candidates = candidates[np.argpartition(-score[candidates], 4 * size - 1)[: 4 * size]]
     candidates = candidates[np.argsort(-score[candidates], kind="stable")]
     e = env[candidates]
     by_env = np.argsort(e, kind="stable")
@@ -56,9 +58,15 @@ def _prune(score: np.ndarray, candidates: np.ndarray, env: np.ndarray, room: np.
 class EnvSched:
     """The EnvSched scheduler over one task catalogue: graph, statistics, predictor and batch selection."""
 
-    def __init__(self, catalog: TaskCatalog, config: SchedulerConfig | None = None, seed: int = 0,
-                 within_edges: pd.DataFrame | None = None, cross_edges: pd.DataFrame | None = None,
-                 stats: TaskStats | None = None):
+    def __init__(
+        self,
+        catalog: TaskCatalog,
+        config: SchedulerConfig | None = None,
+        seed: int = 0,
+        within_edges: pd.DataFrame | None = None,
+        cross_edges: pd.DataFrame | None = None,
+        stats: TaskStats | None = None,
+    ):
         """Build (or load) the graph. ``within_edges`` / ``cross_edges``: precomputed (src, dst, similarity)
         frames, e.g. from the warehouse; given cross edges are the candidates later refreshes re-rank."""
         self.catalog = catalog
@@ -139,12 +147,14 @@ class EnvSched:
             exploit = self._select_exploit(v_hat, has_evidence, room, chosen, cfg.n_exploit)
         coverage = self._select_coverage(n, room, chosen, cfg.batch_size - len(exploit))
         rows = np.concatenate([exploit, coverage])
-        return pd.DataFrame({
-            "task_id": self.catalog.task_ids[rows],
-            "env_id": self.catalog.env_ids[env[rows]],
-            "role": ["exploit"] * len(exploit) + ["coverage"] * len(coverage),
-            "predicted_variance": v_hat[rows],
-        })
+        return pd.DataFrame(
+            {
+                "task_id": self.catalog.task_ids[rows],
+                "env_id": self.catalog.env_ids[env[rows]],
+                "role": ["exploit"] * len(exploit) + ["coverage"] * len(coverage),
+                "predicted_variance": v_hat[rows],
+            }
+        )
 
     def _take(self, row: int, room: np.ndarray, chosen: np.ndarray) -> None:
         room[self.catalog.env[row]] -= 1
@@ -190,13 +200,15 @@ class EnvSched:
         def score(rows: np.ndarray) -> np.ndarray:
             e, p = env[rows], pattern[rows]
             new_tools = tool_count[rows] - tools[rows] @ covered.astype(float)
-            return (1.0 / np.sqrt(1.0 + N_env[e] + batch_env[e])
-                    + 1.0 / np.sqrt(1.0 + n[rows])
-                    + 1.0 / np.sqrt(1.0 + N_pattern[p] + batch_pattern[p])
-                    + cfg.new_env_bonus * (batch_env[e] == 0)
-                    + cfg.new_tool_bonus * np.divide(new_tools, tool_count[rows], out=np.zeros(len(rows)),
-                                                     where=tool_count[rows] > 0)
-                    + jitter[rows])
+            return (
+                1.0 / np.sqrt(1.0 + N_env[e] + batch_env[e])
+                + 1.0 / np.sqrt(1.0 + n[rows])
+                + 1.0 / np.sqrt(1.0 + N_pattern[p] + batch_pattern[p])
+                + cfg.new_env_bonus * (batch_env[e] == 0)
+                + cfg.new_tool_bonus
+                * np.divide(new_tools, tool_count[rows], out=np.zeros(len(rows)), where=tool_count[rows] > 0)
+                + jitter[rows]
+            )
 
         candidates = np.flatnonzero(~chosen)
         full = np.zeros(len(self.catalog))
@@ -271,8 +283,10 @@ class EnvSched:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"EnvSched: state version {state.get('version')!r}, expected {STATE_VERSION}.")
         if state["n_tasks"] != len(self.catalog):
-            raise ValueError(f"EnvSched: state is for {state['n_tasks']} tasks, this catalogue has "
-                             f"{len(self.catalog)}; load it into a scheduler over the same catalogue.")
+            raise ValueError(
+                f"EnvSched: state is for {state['n_tasks']} tasks, this catalogue has "
+                f"{len(self.catalog)}; load it into a scheduler over the same catalogue."
+            )
         if state["config"] != self.cfg.to_dict():
             changed = sorted(k for k, v in state["config"].items() if self.cfg.to_dict().get(k) != v)
             raise ValueError(f"EnvSched: state was saved under a different config (fields {changed}).")

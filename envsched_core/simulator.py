@@ -52,17 +52,76 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-_VERBS = ["search", "get", "list", "update", "create", "delete", "book", "cancel", "transfer", "check",
-          "send", "modify", "compute", "return", "exchange", "find"]
-_NOUNS = ["order", "booking", "user", "flight", "file", "account", "message", "ticket", "item",
-          "payment", "vehicle", "stock", "reservation", "directory", "contact", "invoice", "route",
-          "product", "review", "calendar"]
-_EFFECT_OF_VERB = {"search": "read", "get": "read", "list": "read", "check": "read", "find": "read",
-                   "compute": "read", "update": "write", "modify": "write", "transfer": "write",
-                   "exchange": "write", "send": "create", "book": "create", "create": "create",
-                   "return": "write", "cancel": "delete", "delete": "delete"}
-_DOMAINS = ["retail", "airline", "file system", "banking", "messaging", "travel", "vehicle control",
-            "trading", "ticketing", "calendar"]
+_VERBS = [
+    "search",
+    "get",
+    "list",
+    "update",
+    "create",
+    "delete",
+    "book",
+    "cancel",
+    "transfer",
+    "check",
+    "send",
+    "modify",
+    "compute",
+    "return",
+    "exchange",
+    "find",
+]
+_NOUNS = [
+    "order",
+    "booking",
+    "user",
+    "flight",
+    "file",
+    "account",
+    "message",
+    "ticket",
+    "item",
+    "payment",
+    "vehicle",
+    "stock",
+    "reservation",
+    "directory",
+    "contact",
+    "invoice",
+    "route",
+    "product",
+    "review",
+    "calendar",
+]
+_EFFECT_OF_VERB = {
+    "search": "read",
+    "get": "read",
+    "list": "read",
+    "check": "read",
+    "find": "read",
+    "compute": "read",
+    "update": "write",
+    "modify": "write",
+    "transfer": "write",
+    "exchange": "write",
+    "send": "create",
+    "book": "create",
+    "create": "create",
+    "return": "write",
+    "cancel": "delete",
+    "delete": "delete",
+}
+_DOMAINS = [
+    "retail",
+    "airline",
+    "file system",
+    "banking",
+    "messaging",
+    "travel",
+    "vehicle control",
+    "trading",
+    "ticketing",
+    "calendar",
+]
 
 
 @dataclass(frozen=True)
@@ -131,7 +190,9 @@ class Simulator:
         n_types, n_env = c.n_tool_types, c.n_envs
         verb = rng.integers(len(_VERBS), size=n_types)
         noun = rng.integers(len(_NOUNS), size=n_types)
-        self.type_names = np.array([f"{_VERBS[v]}_{_NOUNS[n]}_{t}" for t, (v, n) in enumerate(zip(verb, noun, strict=True))])
+        self.type_names = np.array(
+            [f"{_VERBS[v]}_{_NOUNS[n]}_{t}" for t, (v, n) in enumerate(zip(verb, noun, strict=True))]
+        )
         self.type_effect = np.array([_EFFECT_OF_VERB[_VERBS[v]] for v in verb])
         self.type_noun = np.array([_NOUNS[n] for n in noun])
         self.type_family = rng.integers(c.n_families, size=n_types)
@@ -142,7 +203,9 @@ class Simulator:
         n_env_tools = rng.integers(4, 11, size=n_env)
         env_types = np.full((n_env, 10), -1, dtype=np.int64)
         for e in range(n_env):  # n_envs <= a few thousand: a loop is fine here
-            env_types[e, : n_env_tools[e]] = rng.choice(n_types, size=n_env_tools[e], replace=False, p=popularity)
+            env_types[e, : n_env_tools[e]] = rng.choice(
+                n_types, size=n_env_tools[e], replace=False, p=popularity
+            )
         self.env_graded = rng.random(n_env) < c.graded_share
         self.env_domain = rng.integers(len(_DOMAINS), size=n_env)
         self.env_names = np.array([f"env{e:04d}" for e in range(n_env)])
@@ -158,7 +221,7 @@ class Simulator:
         keys[np.arange(10)[None, :] >= n_env_tools[env][:, None]] = np.inf
         pos = np.argsort(keys, axis=1)[:, :4]
         types = np.take_along_axis(env_types[env], pos, axis=1)
-        types[np.arange(4)[None, :] >= n_tools[:, None]] = -1                 # (n_all, 4), -1 = unused
+        types[np.arange(4)[None, :] >= n_tools[:, None]] = -1  # (n_all, 4), -1 = unused
         gold_calls = n_tools + rng.poisson(1.0, size=n_all)
         turns = 1 + rng.poisson(1.5, size=n_all)
         difficulty = c.d0 + 0.25 * gold_calls + 0.15 * turns + rng.normal(0, c.difficulty_sd, n_all)
@@ -195,8 +258,8 @@ class Simulator:
 
         theta0 = np.zeros(self.n_skills)
         theta0[:n_env] = rng.normal(c.mu_env, c.sd_env, n_env)
-        theta0[self._off_type:self._off_fam] = rng.normal(c.mu_type, c.sd_type, n_types)
-        theta0[self._off_fam:self._off_task] = rng.normal(c.mu_fam, c.sd_fam, c.n_families)
+        theta0[self._off_type : self._off_fam] = rng.normal(c.mu_type, c.sd_type, n_types)
+        theta0[self._off_fam : self._off_task] = rng.normal(c.mu_fam, c.sd_fam, c.n_families)
         self._theta0 = theta0
 
         # Synthetic embeddings: env, type and family directions plus task noise.
@@ -208,10 +271,12 @@ class Simulator:
         tt = types[t_rows]
         m = (tt >= 0)[..., None]
         kk = m.sum(axis=1)
-        emb = (0.6 * u_env[env[t_rows]]
-               + 0.6 * (u_type[np.maximum(tt, 0)] * m).sum(axis=1) / kk
-               + 0.3 * (u_fam[self.type_family[np.maximum(tt, 0)]] * m).sum(axis=1) / kk
-               + c.embed_noise * rng.normal(size=(len(t_rows), d)))
+        emb = (
+            0.6 * u_env[env[t_rows]]
+            + 0.6 * (u_type[np.maximum(tt, 0)] * m).sum(axis=1) / kk
+            + 0.3 * (u_fam[self.type_family[np.maximum(tt, 0)]] * m).sum(axis=1) / kk
+            + c.embed_noise * rng.normal(size=(len(t_rows), d))
+        )
         self._embedding = (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32)
         self._text_seed = int(rng.integers(2**31))
 
@@ -269,23 +334,29 @@ class Simulator:
             names = [f"{self.env_names[e]}.{self.type_names[t]}" for t in tt]
             tools.append(names)
             effects.append([str(x) for x in self.type_effect[tt]])
-            fields.append(sorted({f"{self.type_noun[t]}.status" for t in tt if self.type_effect[t] != "read"}))
+            fields.append(
+                sorted({f"{self.type_noun[t]}.status" for t in tt if self.type_effect[t] != "read"})
+            )
             steps = ", then ".join(self.type_names[t].rsplit("_", 1)[0].replace("_", " ") for t in tt)
-            texts.append(f"{openers[rng.integers(4)]} {steps} in the {_DOMAINS[self.env_domain[e]]} "
-                         f"system (case {n % 97}).")
-        return pd.DataFrame({
-            "task_id": self.task_ids,
-            "env_id": self.env_names[env],
-            "text": texts,
-            "tools": tools,
-            "tool_effects": effects,
-            "state_fields": fields,
-            "turns": self._turns[rows].astype(int),
-            "gold_calls": self._gold_calls[rows].astype(int),
-            "verifier": np.where(self._graded[rows], "partial_checks", "state_match"),
-            "reward_kind": np.where(self._graded[rows], "graded", "binary"),
-            "embedding": list(self._embedding),
-        })
+            texts.append(
+                f"{openers[rng.integers(4)]} {steps} in the {_DOMAINS[self.env_domain[e]]} "
+                f"system (case {n % 97})."
+            )
+        return pd.DataFrame(
+            {
+                "task_id": self.task_ids,
+                "env_id": self.env_names[env],
+                "text": texts,
+                "tools": tools,
+                "tool_effects": effects,
+                "state_fields": fields,
+                "turns": self._turns[rows].astype(int),
+                "gold_calls": self._gold_calls[rows].astype(int),
+                "verifier": np.where(self._graded[rows], "partial_checks", "state_match"),
+                "reward_kind": np.where(self._graded[rows], "graded", "binary"),
+                "embedding": list(self._embedding),
+            }
+        )
 
     # ---- rollouts and training ---------------------------------------------------------------------
     def _rows_of(self, task_ids: pd.Series) -> np.ndarray:
@@ -305,11 +376,13 @@ class Simulator:
         binary = (self.rng.random((len(rows), g)) < p).astype(float)
         graded = self.rng.binomial(k, np.broadcast_to(p, (len(rows), g))) / k
         reward = np.where(self._graded[rows][:, None], graded, binary)
-        return pd.DataFrame({
-            "task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), g),
-            "step": int(step),
-            "reward": reward.ravel(),
-        })
+        return pd.DataFrame(
+            {
+                "task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), g),
+                "step": int(step),
+                "reward": reward.ravel(),
+            }
+        )
 
     def train(self, rollouts: pd.DataFrame, max_groups: int) -> int:
         """GRPO-like update from the first `max_groups` informative groups; returns how many trained."""
@@ -324,7 +397,9 @@ class Simulator:
             rows = self._train_rows[pos[informative]]
             # Batch-mean update, as a GRPO loss averaged over the B groups of the training batch.
             push = (self.config.lr / max(max_groups, 1)) * self._load_w[rows] * std[informative][:, None]
-            self.theta += np.bincount(self._load_idx[rows].ravel(), weights=push.ravel(), minlength=self.n_skills)
+            self.theta += np.bincount(
+                self._load_idx[rows].ravel(), weights=push.ravel(), minlength=self.n_skills
+            )
         return len(informative)
 
     def drift(self) -> None:
@@ -392,22 +467,24 @@ def run_campaign(scheduler: Any, sim: Simulator, steps: int, first_step: int = 1
         hits = (var[exploit] > 1e-12) & (var[exploit] >= q75 - 1e-12)
         tool_ids = codes[pos[primary]]
         cum += reward.size
-        rows.append({
-            "step": step,
-            "n_selected": b,
-            "mean_var": float(var[primary].mean()) if b else np.nan,
-            "median_var": float(np.median(var[primary])) if b else np.nan,
-            "median_reward": float(np.median(reward[primary].mean(axis=1))) if b else np.nan,
-            "envs": int(every.loc[primary, "env_id"].nunique()),
-            "tools": int(len(np.unique(tool_ids[tool_ids >= 0]))),
-            "n_exploit": int(exploit.sum()),
-            "hit_rate": float(hits.mean()) if exploit.any() else np.nan,
-            "rollouts": int(reward.size),
-            "cum_rollouts": cum,
-            "trained_groups": trained,
-            "pool_var": float(expected.mean()),
-            "heldout": sim.heldout_score(),
-        })
+        rows.append(
+            {
+                "step": step,
+                "n_selected": b,
+                "mean_var": float(var[primary].mean()) if b else np.nan,
+                "median_var": float(np.median(var[primary])) if b else np.nan,
+                "median_reward": float(np.median(reward[primary].mean(axis=1))) if b else np.nan,
+                "envs": int(every.loc[primary, "env_id"].nunique()),
+                "tools": int(len(np.unique(tool_ids[tool_ids >= 0]))),
+                "n_exploit": int(exploit.sum()),
+                "hit_rate": float(hits.mean()) if exploit.any() else np.nan,
+                "rollouts": int(reward.size),
+                "cum_rollouts": cum,
+                "trained_groups": trained,
+                "pool_var": float(expected.mean()),
+                "heldout": sim.heldout_score(),
+            }
+        )
     out = pd.DataFrame(rows)
     out.attrs["heldout0"] = heldout0
     return out

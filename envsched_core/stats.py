@@ -28,25 +28,31 @@ def validate_rollouts(rollouts: pd.DataFrame, catalog: TaskCatalog) -> np.ndarra
     bad = ~np.isfinite(reward) | (reward < 0) | (reward > 1)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"rollouts: reward must be in [0, 1]; row {row} (task_id="
-                         f"{rollouts['task_id'].iloc[row]!r}) has reward={rollouts['reward'].iloc[row]!r} "
-                         f"({int(bad.sum())} bad rows).")
+        raise ValueError(
+            f"rollouts: reward must be in [0, 1]; row {row} (task_id="
+            f"{rollouts['task_id'].iloc[row]!r}) has reward={rollouts['reward'].iloc[row]!r} "
+            f"({int(bad.sum())} bad rows)."
+        )
     step = pd.to_numeric(rollouts["step"], errors="coerce").to_numpy(dtype=float)
     bad = ~np.isfinite(step) | (step != np.round(step)) | (step < 0)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"rollouts: step must be a non-negative integer; row {row} has "
-                         f"step={rollouts['step'].iloc[row]!r}.")
+        raise ValueError(
+            f"rollouts: step must be a non-negative integer; row {row} has "
+            f"step={rollouts['step'].iloc[row]!r}."
+        )
     return catalog.indices_of(rollouts["task_id"].astype(str).to_numpy(dtype=object), what="rollouts task_id")
 
 
 def group_outcomes(rollouts: pd.DataFrame, idx: np.ndarray) -> pd.DataFrame:
     """One row per (task, step) group: task index, step, population variance and mean of its rewards."""
-    frame = pd.DataFrame({
-        "idx": idx,
-        "step": rollouts["step"].to_numpy(dtype=np.int64),
-        "reward": rollouts["reward"].to_numpy(dtype=float),
-    })
+    frame = pd.DataFrame(
+        {
+            "idx": idx,
+            "step": rollouts["step"].to_numpy(dtype=np.int64),
+            "reward": rollouts["reward"].to_numpy(dtype=float),
+        }
+    )
     groups = frame.groupby(["step", "idx"], sort=True)["reward"]
     out = groups.agg(mean="mean", size="size").reset_index()
     out["variance"] = groups.var(ddof=0).to_numpy()  # population variance of the G rewards
@@ -86,7 +92,7 @@ class TaskStats:
         out = np.zeros_like(self.n)
         seen = self.observed
         age = np.maximum(step - self.last_step[seen], 0)
-        out[seen] = self.n[seen] * self.gamma ** age
+        out[seen] = self.n[seen] * self.gamma**age
         return out
 
     def v0(self) -> float:
@@ -106,18 +112,21 @@ class TaskStats:
         self.n[idx] = n_new
         self.last_step[idx] = np.maximum(self.last_step[idx], step)
         age = max(step - self.v0_step, 0) if self.v0_step >= 0 else 0
-        self.v0_sum = self.v0_sum * self.gamma ** age + float(np.sum(variance))
-        self.v0_weight = self.v0_weight * self.gamma ** age + len(idx)
+        self.v0_sum = self.v0_sum * self.gamma**age + float(np.sum(variance))
+        self.v0_weight = self.v0_weight * self.gamma**age + len(idx)
         self.v0_step = max(self.v0_step, step)
 
     def apply(self, groups: pd.DataFrame) -> None:
         """Fold the output of :func:`group_outcomes`, oldest step first."""
         for step, part in groups.groupby("step", sort=True):
-            self.update(part["idx"].to_numpy(), int(step), part["variance"].to_numpy(), part["mean"].to_numpy())
+            self.update(
+                part["idx"].to_numpy(), int(step), part["variance"].to_numpy(), part["mean"].to_numpy()
+            )
 
     @classmethod
-    def from_rollouts(cls, rollouts: pd.DataFrame, catalog: TaskCatalog, gamma: float = 0.8,
-                      prior_variance: float = 0.05) -> TaskStats:
+    def from_rollouts(
+        cls, rollouts: pd.DataFrame, catalog: TaskCatalog, gamma: float = 0.8, prior_variance: float = 0.05
+    ) -> TaskStats:
         """Statistics from a whole rollouts history (task_id, step, reward)."""
         stats = cls(len(catalog), gamma=gamma, prior_variance=prior_variance)
         stats.apply(group_outcomes(rollouts, validate_rollouts(rollouts, catalog)))
@@ -126,15 +135,26 @@ class TaskStats:
     def to_frame(self, catalog: TaskCatalog) -> pd.DataFrame:
         """Observed tasks as a table (task_id, n, m, mu, trend, last_step) for the warehouse."""
         seen = self.observed
-        return pd.DataFrame({
-            "task_id": catalog.task_ids[seen], "n": self.n[seen], "m": self.m[seen], "mu": self.mu[seen],
-            "trend": self.trend[seen], "last_step": self.last_step[seen],
-        })
+        return pd.DataFrame(
+            {
+                "task_id": catalog.task_ids[seen],
+                "n": self.n[seen],
+                "m": self.m[seen],
+                "mu": self.mu[seen],
+                "trend": self.trend[seen],
+                "last_step": self.last_step[seen],
+            }
+        )
 
     def state_dict(self) -> dict:
         return {
-            "n": self.n.copy(), "m": self.m.copy(), "mu": self.mu.copy(), "trend": self.trend.copy(),
-            "last_step": self.last_step.copy(), "v0_sum": self.v0_sum, "v0_weight": self.v0_weight,
+            "n": self.n.copy(),
+            "m": self.m.copy(),
+            "mu": self.mu.copy(),
+            "trend": self.trend.copy(),
+            "last_step": self.last_step.copy(),
+            "v0_sum": self.v0_sum,
+            "v0_weight": self.v0_weight,
             "v0_step": self.v0_step,
         }
 

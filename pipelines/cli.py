@@ -44,34 +44,123 @@ def main() -> None:
     """EnvSched: environment-aware task scheduling for agentic RL."""
 
 
-@main.command()
-@click.option("--source", "sources", multiple=True, default=("bfcl_v3_multi_turn",), show_default=True)
-def run(sources: tuple[str, ...]) -> None:
-    """Run the main job on embedded defaults (today: load the environment catalogue)."""
+def _driver_context():
     import dagster as dg
 
     from pipelines.definitions import defs
+    from pipelines.driver import DriverContext
     from warehouse.store import Warehouse
 
     paths = _paths()
-    click.echo(f"data folder: {paths.home}")
-    result = defs.resolve_job_def("refresh_catalog").execute_in_process(
-        instance=dg.DagsterInstance.get(),
-        run_config={
-            "ops": {"environment_catalog": {"config": {"sources": list(sources)}}},
-            "loggers": {"console": {"config": {"log_level": "WARNING"}}},
-        },
-        raise_on_error=False,
+    return DriverContext(defs=defs, instance=dg.DagsterInstance.get(), store=Warehouse(paths.warehouse))
+
+
+def _run_campaign(config) -> None:
+    from tqdm import tqdm
+
+    from pipelines.driver import CampaignFailed, run_campaign
+
+    ctx = _driver_context()
+    click.echo(
+        f"campaign {config.campaign_id}: {config.scheduler}, {config.engine} engine, B={config.batch_size}, "
+        f"G={config.group_size}, {config.steps} steps (data folder {ctx.store.path.parent})"
     )
-    if not result.success:
-        for event in result.all_events:
-            if event.is_failure:
-                click.echo(event.message, err=True)
-        raise SystemExit(1)
-    summary = Warehouse(paths.warehouse).query("SELECT * FROM source_summary ORDER BY source")
-    click.echo(f"\nCatalogue (warehouse: {paths.warehouse})\n{summary.to_string(index=False)}\n")
-    click.echo("Next: `make ui` opens Dagster at http://127.0.0.1:3000 ; query with e.g.")
+    done = ctx.store.progress(config.campaign_id)["observed"] if ctx.store.path.exists() else 0
+    with tqdm(
+        total=config.steps, initial=min(done, config.steps), unit="step", desc=config.campaign_id
+    ) as bar:
+        try:
+            run_campaign(config, ctx, on_step=lambda step: bar.update(1))
+        except CampaignFailed as exc:
+            bar.close()
+            click.echo(f"campaign {config.campaign_id} stopped: {exc}", err=True)
+            raise SystemExit(1) from None
+    click.echo(_summary_table(ctx.store, config.campaign_id))
+
+
+SUMMARY_COLUMNS = {
+    "schedule/mean_variance": "mean_sel_var",
+    "schedule/envs_per_batch": "envs",
+    "schedule/tools_per_batch": "tools",
+    "rollout/reward_mean": "mean_reward",
+    "rollout/zero_variance_groups": "zero_var_groups",
+}
+
+
+def _summary_table(store, campaign_id: str) -> str:
+    metrics = store.step_metrics(campaign_id)
+    shown = metrics[[c for c in SUMMARY_COLUMNS if c in metrics.columns]].rename(columns=SUMMARY_COLUMNS)
+    return f"\nPer step ({campaign_id}):\n{shown.round(4).to_string()}\n"
+
+
+def _print_next_steps() -> None:
+    click.echo("Next: `make ui` opens Dagster at http://127.0.0.1:3000 ; query the warehouse with e.g.")
+    click.echo('  .venv/bin/envsched sql "SELECT * FROM campaign_steps ORDER BY campaign_id, step"')
     click.echo('  .venv/bin/envsched sql "SELECT * FROM environment_summary ORDER BY tasks DESC LIMIT 10"')
+
+
+@main.command()
+@click.option("--steps", default=5, show_default=True, help="Steps of the demo campaign.")
+def run(steps: int) -> None:
+    """The main job on embedded defaults: load BFCL-v3, build the graph, run a short campaign."""
+    from datetime import UTC, datetime
+
+    from pipelines.campaign import CampaignConfig
+
+    config = CampaignConfig(campaign_id=f"bfcl-demo-{datetime.now(UTC):%Y%m%d-%H%M%S}", steps=steps)
+    _run_campaign(config)
+    summary = _driver_context().store.query("SELECT * FROM source_summary ORDER BY source")
+    click.echo(f"Catalogue:\n{summary.to_string(index=False)}\n")
+    _print_next_steps()
+
+
+@main.group()
+def campaign() -> None:
+    """Training campaigns."""
+
+
+@campaign.command("run")
+@click.option("--steps", type=int, required=True)
+@click.option(
+    "--campaign-id", default=None, help="Default: <scheduler>-<engine>-<timestamp>; an existing id resumes."
+)
+@click.option(
+    "--scheduler",
+    default="envsched",
+    show_default=True,
+    type=click.Choice(["envsched", "random", "dapo", "greso", "mopps", "dps"]),
+)
+@click.option("--engine", default="simulated", show_default=True, type=click.Choice(["simulated"]))
+@click.option("--source", "sources", multiple=True, default=("bfcl_v3_multi_turn",), show_default=True)
+@click.option("--split", "splits", multiple=True, help="Task splits in the pool (default: all).")
+@click.option("--batch-size", default=64, show_default=True)
+@click.option("--group-size", default=8, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--set", "overrides", multiple=True, help="Scheduler config field=value (repeatable), e.g. rho=1.0."
+)
+def campaign_run(
+    steps, campaign_id, scheduler, engine, sources, splits, batch_size, group_size, seed, overrides
+):
+    """Run (or resume) a campaign headless through Dagster; prints a per-step summary."""
+    from datetime import UTC, datetime
+
+    from pipelines.campaign import CampaignConfig
+
+    config = CampaignConfig(
+        campaign_id=campaign_id or f"{scheduler}-{engine}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
+        sources=list(sources),
+        splits=list(splits),
+        scheduler=scheduler,
+        scheduler_config=_parse_options(overrides),
+        batch_size=batch_size,
+        group_size=group_size,
+        engine=engine,
+        steps=steps,
+        seed=seed,
+    )
+    _run_campaign(config)
+    _print_next_steps()
 
 
 @main.group()

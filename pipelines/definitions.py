@@ -1,14 +1,33 @@
-"""The code location: assets, checks, jobs and resources. Only assembles; logic lives elsewhere."""
+"""The code location: assets, checks, jobs, sensors and resources. Only assembles; logic lives elsewhere.
+
+Every asset that writes the warehouse runs in the concurrency pool `warehouse` (limit 1, set in the
+instance's dagster.yaml), because DuckDB allows one writing process per file.
+"""
 
 import dagster as dg
 
+from assets.campaign import rollouts, scheduled_batch, task_stats, variance_predictions
 from assets.catalog import catalog_checks, environment_catalog
-from pipelines.jobs import refresh_catalog
+from assets.graph import cross_env_edges, graph_checks, task_embeddings, within_env_edges
+from assets.training import training_step
+from pipelines.jobs import build_graph, ingest_rollouts, plan_step, refresh_catalog, train_step
 from pipelines.resources import PathsResource, WarehouseResource
+from pipelines.sensors import landing_sensor
 
 defs = dg.Definitions(
-    assets=[environment_catalog],
-    asset_checks=catalog_checks,
-    jobs=[refresh_catalog],
+    assets=[
+        environment_catalog,
+        task_embeddings,
+        within_env_edges,
+        cross_env_edges,
+        training_step,
+        rollouts,
+        task_stats,
+        variance_predictions,
+        scheduled_batch,
+    ],
+    asset_checks=[*catalog_checks, *graph_checks],
+    jobs=[refresh_catalog, build_graph, plan_step, train_step, ingest_rollouts],
+    sensors=[landing_sensor],
     resources={"warehouse": WarehouseResource(), "paths": PathsResource()},
 )

@@ -1,9 +1,38 @@
-"""Jobs users launch from the UI or the CLI."""
+"""Jobs users launch from the UI, the sensor, or the CLI."""
 
 import dagster as dg
+
+from assets.campaign import campaigns
 
 refresh_catalog = dg.define_asset_job(
     "refresh_catalog",
     selection=dg.AssetSelection.groups("catalog"),
     description="Load every configured environment source into the catalogue tables.",
+)
+
+build_graph = dg.define_asset_job(
+    "build_graph",
+    selection=dg.AssetSelection.groups("graph"),
+    description="Embed task text (only changed tasks) and rebuild the within- and cross-environment graphs.",
+)
+
+plan_step = dg.define_asset_job(
+    "plan_step",
+    selection=dg.AssetSelection.assets("scheduled_batch"),
+    partitions_def=campaigns,
+    description="Schedule a campaign's next batch from its last observed state (starts a campaign).",
+)
+
+train_step = dg.define_asset_job(
+    "train_step",
+    selection=dg.AssetSelection.assets("training_step"),
+    partitions_def=campaigns,
+    description="Roll out the latest scheduled batch and write its landing file.",
+)
+
+ingest_rollouts = dg.define_asset_job(
+    "ingest_rollouts",
+    selection=dg.AssetSelection.assets("rollouts", "task_stats", "variance_predictions", "scheduled_batch"),
+    partitions_def=campaigns,
+    description="Validate and load one landing file, refresh statistics and predictions, schedule the next batch.",
 )

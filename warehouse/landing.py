@@ -66,6 +66,26 @@ class LandingFile:
     def run_key(self) -> str:
         return f"{self.path}:{self.content_hash}"
 
+    @classmethod
+    def from_path(cls, path: str | Path) -> LandingFile:
+        """Campaign and step from ``.../<campaign_id>/step=<t>/<file>``; ContractError if misplaced."""
+        path = Path(path)
+        match = _STEP_DIR.match(path.parent.name)
+        if not match or path.parent.parent.name in ("", QUARANTINE):
+            raise ContractError(f"{path}: not under <landing>/<campaign_id>/step=<t>/")
+        if not path.is_file():
+            raise ContractError(f"{path}: file not found")
+        return cls(path, path.parent.parent.name, int(match.group(1)), file_hash(path))
+
+    def quarantine_path(self, landing: Path) -> Path:
+        return (
+            landing
+            / QUARANTINE
+            / self.campaign_id
+            / f"step={self.step}"
+            / f"{self.content_hash}-{self.path.name}"
+        )
+
 
 def file_hash(path: Path) -> str:
     digest = hashlib.sha256()
@@ -105,7 +125,7 @@ def discover(landing: Path) -> list[LandingFile]:
         match = _STEP_DIR.match(step_dir)
         if campaign_dir == QUARANTINE or not match:
             continue
-        found.append((path.stat().st_mtime_ns, LandingFile(path, campaign_dir, int(match.group(1)), file_hash(path))))
+        found.append((path.stat().st_mtime_ns, LandingFile.from_path(path)))
     return [f for _, f in sorted(found, key=lambda item: (item[0], str(item[1].path)))]
 
 
@@ -113,29 +133,59 @@ def read_and_validate(landing_file: LandingFile, batch_task_ids: set[str], group
     """The file's rows, or ContractError naming the first problem found. Nothing is loaded here."""
     path = landing_file.path
     try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+        # ParquetFile, not read_table: the `step=<t>` folder must not be read as a hive partition column.
+        table = pq.ParquetFile(path).read()
+    except (pa.ArrowException, OSError) as exc:
         raise ContractError(f"{path}: not a readable Parquet file ({exc})") from None
     missing = [c for c in REQUIRED if c not in table.column_names]
     if missing:
         raise ContractError(f"{path}: missing required column(s) {missing}")
     for name, kind in {**REQUIRED, **OPTIONAL}.items():
         if name in table.column_names and not _compatible(table.schema.field(name).type, kind):
-            raise ContractError(f"{path}: column '{name}' has type {table.schema.field(name).type}, expected {kind}")
+            raise ContractError(
+                f"{path}: column '{name}' has type {table.schema.field(name).type}, expected {kind}"
+            )
     frame = table.to_pandas()
     for column in [c for c in REQUIRED if c != "error"]:
         if frame[column].isna().any():
             raise ContractError(f"{path}: column '{column}' is null in row {_first(frame[column].isna())}")
-    _expect(frame, frame["campaign_id"] != landing_file.campaign_id, path, "campaign_id",
-            f"differs from the folder's campaign '{landing_file.campaign_id}'")
-    _expect(frame, frame["step"] != landing_file.step, path, "step", f"differs from the folder's step {landing_file.step}")
+    _expect(
+        frame,
+        frame["campaign_id"] != landing_file.campaign_id,
+        path,
+        "campaign_id",
+        f"differs from the folder's campaign '{landing_file.campaign_id}'",
+    )
+    _expect(
+        frame,
+        frame["step"] != landing_file.step,
+        path,
+        "step",
+        f"differs from the folder's step {landing_file.step}",
+    )
     _expect(frame, ~frame["reward"].between(0.0, 1.0), path, "reward", "outside [0, 1]")
-    _expect(frame, (frame["rollout_idx"] < 0) | (frame["rollout_idx"] >= group_size), path, "rollout_idx",
-            f"outside 0..{group_size - 1}")
+    _expect(
+        frame,
+        (frame["rollout_idx"] < 0) | (frame["rollout_idx"] >= group_size),
+        path,
+        "rollout_idx",
+        f"outside 0..{group_size - 1}",
+    )
     _expect(frame, ~frame["status"].isin(STATUSES), path, "status", f"not one of {sorted(STATUSES)}")
-    _expect(frame, ~frame["task_id"].isin(batch_task_ids), path, "task_id",
-            f"not in the scheduled batch of step {landing_file.step} (unknown task id)")
-    _expect(frame, frame.duplicated(["task_id", "rollout_idx"]), path, "rollout_idx", "duplicates (task_id, rollout_idx)")
+    _expect(
+        frame,
+        ~frame["task_id"].isin(batch_task_ids),
+        path,
+        "task_id",
+        f"not in the scheduled batch of step {landing_file.step} (unknown task id)",
+    )
+    _expect(
+        frame,
+        frame.duplicated(["task_id", "rollout_idx"]),
+        path,
+        "rollout_idx",
+        "duplicates (task_id, rollout_idx)",
+    )
     if frame.empty:
         raise ContractError(f"{path}: no rows")
     return frame
@@ -152,7 +202,8 @@ def _compatible(actual: pa.DataType, expected: pa.DataType) -> bool:
         return pa.types.is_string(actual) or pa.types.is_large_string(actual)
     if pa.types.is_list(expected):
         return (pa.types.is_list(actual) or pa.types.is_large_list(actual)) and _compatible(
-            actual.value_type, expected.value_type)
+            actual.value_type, expected.value_type
+        )
     return actual == expected
 
 
@@ -163,5 +214,7 @@ def _first(mask: pd.Series) -> int:
 def _expect(frame: pd.DataFrame, bad: pd.Series, path: Path, column: str, problem: str) -> None:
     if bad.any():
         row = _first(bad)
-        raise ContractError(f"{path}: column '{column}' {problem} in {int(bad.sum())} row(s), first row {row} "
-                            f"(value {frame[column].iloc[row]!r})")
+        raise ContractError(
+            f"{path}: column '{column}' {problem} in {int(bad.sum())} row(s), first row {row} "
+            f"(value {frame[column].iloc[row]!r})"
+        )

@@ -135,9 +135,12 @@ class Warehouse:
         rows = rows.assign(computed_at=_now())
         with self.transaction() as conn:
             updates = ", ".join(f"{c} = excluded.{c}" for c in rows.columns if c != "task_id")
-            return _insert(conn, "task_embeddings", rows, f"ON CONFLICT (task_id) DO UPDATE SET {updates}") or len(rows)
+            _insert(conn, "task_embeddings", rows, f"ON CONFLICT (task_id) DO UPDATE SET {updates}")
+            return len(rows)
 
-    def replace_edges(self, table: str, edges: pd.DataFrame, graph_version: str, campaign_id: str | None = None) -> int:
+    def replace_edges(
+        self, table: str, edges: pd.DataFrame, graph_version: str, campaign_id: str | None = None
+    ) -> int:
         """Swap one graph (all within edges, or one campaign's cross edges) for a new version."""
         if table not in ("edges_within", "edges_cross"):
             raise ValueError(f"not an edge table: {table}")
@@ -164,14 +167,16 @@ class Warehouse:
                 return False
             now = _now()
             conn.execute(
-                "INSERT INTO campaigns VALUES (?, ?, ?, 'created', NULL, ?, ?)", [campaign_id, text, scheduler, now, now]
+                "INSERT INTO campaigns VALUES (?, ?, ?, 'created', NULL, ?, ?)",
+                [campaign_id, text, scheduler, now, now],
             )
             return True
 
     def campaign(self, campaign_id: str) -> dict[str, Any]:
         with self.reader() as conn:
             row = conn.execute(
-                "SELECT config, scheduler, status, status_reason FROM campaigns WHERE campaign_id = ?", [campaign_id]
+                "SELECT config, scheduler, status, status_reason FROM campaigns WHERE campaign_id = ?",
+                [campaign_id],
             ).fetchone()
         if row is None:
             raise KeyError(f"unknown campaign '{campaign_id}'")
@@ -237,7 +242,9 @@ class Warehouse:
             ).fetchone()
         return row is not None
 
-    def load_rollouts(self, path: str, content_hash: str, campaign_id: str, step: int, rows: pd.DataFrame) -> int:
+    def load_rollouts(
+        self, path: str, content_hash: str, campaign_id: str, step: int, rows: pd.DataFrame
+    ) -> int:
         """Load one validated landing file exactly once; returns rows inserted (0 on re-delivery)."""
         with self.transaction() as conn:
             seen = conn.execute(
@@ -252,7 +259,9 @@ class Warehouse:
             )
             return inserted
 
-    def record_quarantine(self, path: str, content_hash: str, campaign_id: str, step: int, reason: str) -> None:
+    def record_quarantine(
+        self, path: str, content_hash: str, campaign_id: str, step: int, reason: str
+    ) -> None:
         """A rejected file: recorded with its reason, nothing loaded, the campaign stopped."""
         with self.transaction() as conn:
             conn.execute(
@@ -265,31 +274,59 @@ class Warehouse:
             )
 
     # -- what the scheduler derived ------------------------------------------------------------
-    def save_observation(self, campaign_id: str, step: int, stats: pd.DataFrame, state: bytes) -> int:
-        """task_stats as of ``step`` (observed tasks) plus the scheduler state that produced them."""
-        rows = stats.assign(campaign_id=campaign_id, step=step)
+    def replace_task_stats(self, campaign_id: str, step: int, stats: pd.DataFrame) -> int:
+        """The campaign's discounted per-task statistics as of ``step`` (observed tasks only)."""
         with self.transaction() as conn:
             conn.execute("DELETE FROM task_stats WHERE campaign_id = ?", [campaign_id])
-            _save_state(conn, campaign_id, step, "observed", state)
-            return _insert(conn, "task_stats", rows)
+            return _insert(conn, "task_stats", stats.assign(campaign_id=campaign_id, step=step))
 
-    def save_predictions(
-        self, campaign_id: str, step: int, predictions: pd.DataFrame, cross_edges: pd.DataFrame, graph_version: str
+    def save_observation(
+        self,
+        campaign_id: str,
+        step: int,
+        state: bytes,
+        predictions: pd.DataFrame,
+        cross_edges: pd.DataFrame,
+        graph_version: str,
+        metrics: dict[str, float],
     ) -> int:
-        rows = predictions.assign(campaign_id=campaign_id, step=step)
-        edges = cross_edges[["src", "dst", "similarity"]].assign(campaign_id=campaign_id, graph_version=graph_version)
+        """After folding step ``step``'s rollouts into the scheduler: its state, its predictions, the
+        campaign's re-ranked cross edges and the batch metrics, all in one transaction."""
         with self.transaction() as conn:
+            _save_state(conn, campaign_id, step, "observed", state)
             conn.execute("DELETE FROM predictions WHERE campaign_id = ? AND step = ?", [campaign_id, step])
-            conn.execute("DELETE FROM edges_cross WHERE campaign_id = ?", [campaign_id])
-            _insert(conn, "edges_cross", edges)
-            return _insert(conn, "predictions", rows)
+            if len(cross_edges):
+                conn.execute("DELETE FROM edges_cross WHERE campaign_id = ?", [campaign_id])
+                _insert(
+                    conn,
+                    "edges_cross",
+                    cross_edges[["src", "dst", "similarity"]].assign(
+                        campaign_id=campaign_id, graph_version=graph_version
+                    ),
+                )
+            _upsert_metrics(conn, campaign_id, step, metrics)
+            return _insert(conn, "predictions", predictions.assign(campaign_id=campaign_id, step=step))
 
-    def save_step_metrics(self, campaign_id: str, step: int, metrics: dict[str, float]) -> None:
-        rows = pd.DataFrame(
-            {"campaign_id": campaign_id, "step": step, "name": list(metrics), "value": list(metrics.values())}
-        )
+    def record_checkpoint(
+        self,
+        campaign_id: str,
+        step: int,
+        uri: str,
+        metrics: dict[str, float],
+        mlflow_run_id: str | None = None,
+    ) -> None:
         with self.transaction() as conn:
-            _insert(conn, "step_metrics", rows, "ON CONFLICT (campaign_id, step, name) DO UPDATE SET value = excluded.value")
+            conn.execute(
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, step) DO UPDATE SET "
+                "uri = excluded.uri, mlflow_run_id = excluded.mlflow_run_id, created_at = excluded.created_at",
+                [campaign_id, step, uri, mlflow_run_id, _now()],
+            )
+            _upsert_metrics(conn, campaign_id, step, metrics)
+
+    def step_metrics(self, campaign_id: str) -> pd.DataFrame:
+        """One row per step, one column per metric name."""
+        long = self.query("SELECT step, name, value FROM step_metrics WHERE campaign_id = ?", [campaign_id])
+        return long.pivot(index="step", columns="name", values="value").sort_index() if len(long) else long
 
 
 def _upsert_by_hash(
@@ -361,9 +398,27 @@ def _insert(conn: duckdb.DuckDBPyConnection, table: str, rows: pd.DataFrame, con
     return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
 
 
-def _save_state(conn: duckdb.DuckDBPyConnection, campaign_id: str, step: int, phase: str, state: bytes) -> None:
+def _save_state(
+    conn: duckdb.DuckDBPyConnection, campaign_id: str, step: int, phase: str, state: bytes
+) -> None:
     conn.execute(
         "INSERT INTO scheduler_states VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (campaign_id, step, phase) DO UPDATE SET state = excluded.state, created_at = excluded.created_at",
         [campaign_id, step, phase, state, _now()],
+    )
+
+
+def _upsert_metrics(
+    conn: duckdb.DuckDBPyConnection, campaign_id: str, step: int, metrics: dict[str, float]
+) -> None:
+    if not metrics:
+        return
+    rows = pd.DataFrame(
+        {"campaign_id": campaign_id, "step": step, "name": list(metrics), "value": list(metrics.values())}
+    )
+    _insert(
+        conn,
+        "step_metrics",
+        rows,
+        "ON CONFLICT (campaign_id, step, name) DO UPDATE SET value = excluded.value",
     )

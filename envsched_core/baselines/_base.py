@@ -22,7 +22,9 @@ def batch_sizes(config: Any) -> tuple[int, int]:
     try:
         b, g = int(config.batch_size), int(config.group_size)
     except AttributeError as exc:
-        raise ValueError(f"config needs batch_size and group_size fields, got {type(config).__name__}") from exc
+        raise ValueError(
+            f"config needs batch_size and group_size fields, got {type(config).__name__}"
+        ) from exc
     if b < 1 or g < 1:
         raise ValueError(f"batch_size and group_size must be >= 1, got B={b}, G={g}")
     return b, g
@@ -73,16 +75,23 @@ class BaselineScheduler:
         self.rng = np.random.default_rng(seed)
 
     # ---- batch frames -------------------------------------------------------------------------
-    def _frame(self, idx: np.ndarray, roles: np.ndarray | str, predicted: np.ndarray | None = None,
-               **extra: np.ndarray) -> pd.DataFrame:
+    def _frame(
+        self,
+        idx: np.ndarray,
+        roles: np.ndarray | str,
+        predicted: np.ndarray | None = None,
+        **extra: np.ndarray,
+    ) -> pd.DataFrame:
         idx = np.asarray(idx, dtype=np.int64)
         pred = np.full(len(idx), np.nan) if predicted is None else np.asarray(predicted, dtype=float)
-        out = pd.DataFrame({
-            "task_id": self.task_ids[idx],
-            "env_id": self.env_ids[idx],
-            "role": np.broadcast_to(np.asarray(roles, dtype=object), len(idx)).copy(),
-            "predicted_variance": pred,
-        })
+        out = pd.DataFrame(
+            {
+                "task_id": self.task_ids[idx],
+                "env_id": self.env_ids[idx],
+                "role": np.broadcast_to(np.asarray(roles, dtype=object), len(idx)).copy(),
+                "predicted_variance": pred,
+            }
+        )
         for name, values in extra.items():
             out[name] = values
         return out
@@ -171,7 +180,7 @@ class EpochSampler:
             if self.cursor >= self.n:
                 self.perm = rng.permutation(self.n)
                 self.cursor = 0
-            chunk = self.perm[self.cursor:self.cursor + need]
+            chunk = self.perm[self.cursor : self.cursor + need]
             self.cursor += len(chunk)
             chunk = chunk[~blocked[chunk]]
             blocked[chunk] = True

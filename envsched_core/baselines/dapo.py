@@ -47,7 +47,9 @@ class DAPODynamicSampling(BaselineScheduler):
 
     def __init__(self, catalog: Any, config: Any, seed: int = 0):
         super().__init__(catalog, config, seed)
-        self.gen_batch_size = max(self.batch_size, int(np.ceil(param(config, "gen_batch_ratio", 3.0) * self.batch_size)))
+        self.gen_batch_size = max(
+            self.batch_size, int(np.ceil(param(config, "gen_batch_ratio", 3.0) * self.batch_size))
+        )
         self.max_num_gen_batches = int(param(config, "max_num_gen_batches", 10))
         self.sampler = EpochSampler(self.n_tasks, self.rng)
         self.step = -1

@@ -66,22 +66,24 @@ class DPSScheduler(BaselineScheduler):
         self.decay = float(param(config, "decay", d.decay))
         self.alpha0 = float(param(config, "alpha0", d.alpha0))
         self.sampler = EpochSampler(self.n_tasks, self.rng)
-        self.alpha = np.full((self.n_tasks, 3, 3), self.alpha0)             # (N, next, now)
-        self.pi = np.full((self.n_tasks, 3), 1.0 / 3.0)                     # (N, 3) prior of next state
-        self.pi_prev = self.pi.copy()                                       # (N, 3) last posterior
-        self.touched = np.zeros(self.n_tasks, dtype=bool)                   # ever rolled out
+        self.alpha = np.full((self.n_tasks, 3, 3), self.alpha0)  # (N, next, now)
+        self.pi = np.full((self.n_tasks, 3), 1.0 / 3.0)  # (N, 3) prior of next state
+        self.pi_prev = self.pi.copy()  # (N, 3) last posterior
+        self.touched = np.zeros(self.n_tasks, dtype=bool)  # ever rolled out
 
     def select(self, step: int) -> pd.DataFrame:
-        pool = self.sampler.take(int(min(self.n_tasks, np.ceil(self.candidate_ratio * self.batch_size))), self.rng)
+        pool = self.sampler.take(
+            int(min(self.n_tasks, np.ceil(self.candidate_ratio * self.batch_size))), self.rng
+        )
         p_mixed = self.pi[pool, MIXED]
         top = np.argsort(-p_mixed, kind="stable")[: self.batch_size]
         return self._frame(pool[top], "exploit", p_mixed=p_mixed[top])
 
     def _update(self, stats: GroupStats) -> None:
         i = stats.idx
-        post = np.eye(3)[hmm_state(stats.mean)]                              # (n, 3) one-hot
-        p_hat = expected_transitions(self.alpha[i])                          # (n, 3, 3)
-        soft = post[:, :, None] * self.pi_prev[i][:, None, :] * p_hat       # outer(post, prev) * P_hat
+        post = np.eye(3)[hmm_state(stats.mean)]  # (n, 3) one-hot
+        p_hat = expected_transitions(self.alpha[i])  # (n, 3, 3)
+        soft = post[:, :, None] * self.pi_prev[i][:, None, :] * p_hat  # outer(post, prev) * P_hat
         soft /= soft.sum(axis=(1, 2), keepdims=True)
         alpha_new = self.decay * self.alpha[i] + (1 - self.decay) * self.alpha0 + soft
         # Prompts not rolled out: decay toward the prior and propagate the belief one step.

@@ -54,17 +54,33 @@ class GRESOConfig:
 class GRESOScheduler(BaselineScheduler):
     """Probabilistic pre-rollout skipping of prompts with zero-variance streaks (GRESO §4)."""
 
-    _state_fields = ("streak", "last_easy", "p_easy", "p_hard", "step", "num_gen_batches",
-                     "num_informative", "rolled", "n_groups", "n_easy", "n_hard")
+    _state_fields = (
+        "streak",
+        "last_easy",
+        "p_easy",
+        "p_hard",
+        "step",
+        "num_gen_batches",
+        "num_informative",
+        "rolled",
+        "n_groups",
+        "n_easy",
+        "n_hard",
+    )
 
     def __init__(self, catalog: Any, config: Any, seed: int = 0):
         super().__init__(catalog, config, seed)
         d = GRESOConfig()
-        self.sampling_batch = max(1, int(np.ceil(param(config, "sampling_ratio", d.sampling_ratio) * self.batch_size)))
+        self.sampling_batch = max(
+            1, int(np.ceil(param(config, "sampling_ratio", d.sampling_ratio) * self.batch_size))
+        )
         self.delta_p = float(param(config, "delta_p", d.delta_p))
         tzv = float(param(config, "target_zero_variance", d.target_zero_variance))
         self.target_easy, self.target_hard = tzv / 3.0, tzv * 2.0 / 3.0
-        self.p_min, self.p_max = float(param(config, "p_min", d.p_min)), float(param(config, "p_max", d.p_max))
+        self.p_min, self.p_max = (
+            float(param(config, "p_min", d.p_min)),
+            float(param(config, "p_max", d.p_max)),
+        )
         self.min_explore = float(param(config, "min_explore", d.min_explore))
         self.easy_threshold = float(param(config, "easy_threshold", d.easy_threshold))
         self.hard_threshold = float(param(config, "hard_threshold", d.hard_threshold))
@@ -72,11 +88,11 @@ class GRESOScheduler(BaselineScheduler):
         self.sampler = EpochSampler(self.n_tasks, self.rng)
         p0 = float(param(config, "p_init", d.p_init))
         self.p_easy, self.p_hard = p0, p0
-        self.streak = np.zeros(self.n_tasks, dtype=np.int64)     # z: recent consecutive zero-variance groups
-        self.last_easy = np.zeros(self.n_tasks, dtype=bool)      # last zero-variance group was easy
+        self.streak = np.zeros(self.n_tasks, dtype=np.int64)  # z: recent consecutive zero-variance groups
+        self.last_easy = np.zeros(self.n_tasks, dtype=bool)  # last zero-variance group was easy
         self.step, self.num_gen_batches, self.num_informative = -1, 0, 0
         self.rolled = np.zeros(self.n_tasks, dtype=bool)
-        self.n_groups, self.n_easy, self.n_hard = 0, 0, 0         # this step's zero-variance tally
+        self.n_groups, self.n_easy, self.n_hard = 0, 0, 0  # this step's zero-variance tally
 
     def skip_probability(self, idx: np.ndarray) -> np.ndarray:
         """1 - max(p^z, 0.01) for the given task indices (0 for never-zero-variance prompts)."""
@@ -134,4 +150,6 @@ class GRESOScheduler(BaselineScheduler):
         idx = stats.idx
         self.streak[idx] = np.where(zero, self.streak[idx] + 1, 0)
         # Which p applies next time: the kind of the latest zero-variance group.
-        self.last_easy[idx] = np.where(zero, np.where(easy | hard, easy, stats.mean >= 0.5), self.last_easy[idx])
+        self.last_easy[idx] = np.where(
+            zero, np.where(easy | hard, easy, stats.mean >= 0.5), self.last_easy[idx]
+        )

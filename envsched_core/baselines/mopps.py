@@ -57,7 +57,7 @@ class MoPPSScheduler(BaselineScheduler):
 
     def select(self, step: int) -> pd.DataFrame:
         pool = self.sampler.take(int(min(self.n_tasks, np.ceil(self.ts_ratio * self.batch_size))), self.rng)
-        theta = self.rng.beta(self.alpha[pool], self.beta[pool])          # Thompson sample per candidate
+        theta = self.rng.beta(self.alpha[pool], self.beta[pool])  # Thompson sample per candidate
         score = -((theta - self.target) ** 2)
         top = np.argsort(-score, kind="stable")[: self.batch_size]
         return self._frame(pool[top], "exploit", predicted=theta[top] * (1.0 - theta[top]))

@@ -6,7 +6,17 @@ from .relation import edges_from_frame, edges_to_frame, propagation_matrix, top_
 from .within import build_within_edges, similarity_matrix, within_edge_arrays
 
 __all__ = [
-    "build_cross_edges", "build_within_edges", "cross_candidates", "cross_edge_arrays", "cross_signature",
-    "edges_from_frame", "edges_to_frame", "propagation_matrix", "rank_cross_edges", "signature_patterns",
-    "similarity_matrix", "top_k_per_source", "within_edge_arrays",
+    "build_cross_edges",
+    "build_within_edges",
+    "cross_candidates",
+    "cross_edge_arrays",
+    "cross_signature",
+    "edges_from_frame",
+    "edges_to_frame",
+    "propagation_matrix",
+    "rank_cross_edges",
+    "signature_patterns",
+    "similarity_matrix",
+    "top_k_per_source",
+    "within_edge_arrays",
 ]

@@ -35,7 +35,8 @@ def cross_signature(catalog: TaskCatalog, cfg: SchedulerConfig, stats: TaskStats
         seen = stats.observed
         profile = np.zeros((len(catalog), 3), dtype=np.float32)
         profile[seen] = cfg.profile_weight * standardise(
-            np.column_stack([stats.mu[seen], stats.m[seen], stats.trend[seen]]))
+            np.column_stack([stats.mu[seen], stats.m[seen], stats.trend[seen]])
+        )
         signature = np.hstack([signature, profile])
     return normalise_rows(signature)
 
@@ -66,15 +67,18 @@ def _approximate_candidates(x: np.ndarray, env: np.ndarray, n_candidates: int, p
             if len(queries) == 0 or len(base) < 2:
                 continue
             c = min(n_candidates, len(base) - 1)
-            index = NNDescent(x[base], metric="cosine", n_neighbors=max(c, 2), random_state=int(rng.integers(1 << 30)))
+            index = NNDescent(
+                x[base], metric="cosine", n_neighbors=max(c, 2), random_state=int(rng.integers(1 << 30))
+            )
             nn, _ = index.query(x[queries], k=c)
             srcs.append(np.repeat(queries, c))
             dsts.append(base[nn.ravel()])
     return np.concatenate(srcs), np.concatenate(dsts)
 
 
-def cross_candidates(catalog: TaskCatalog, cfg: SchedulerConfig, signature: np.ndarray | None = None,
-                     seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def cross_candidates(
+    catalog: TaskCatalog, cfg: SchedulerConfig, signature: np.ndarray | None = None, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """(src, dst) candidate pairs, up to candidate_factor * k_X per task, all in other environments."""
     x = cross_signature(catalog, cfg) if signature is None else signature
     n_candidates = cfg.candidate_factor * cfg.k_cross
@@ -93,14 +97,29 @@ def rank_cross_edges(src: np.ndarray, dst: np.ndarray, signature: np.ndarray, k:
     return top_k_per_source(src, dst, sim.astype(np.float32), k)
 
 
-def cross_edge_arrays(catalog: TaskCatalog, cfg: SchedulerConfig, stats: TaskStats | None = None, seed: int = 0):
+def cross_edge_arrays(
+    catalog: TaskCatalog, cfg: SchedulerConfig, stats: TaskStats | None = None, seed: int = 0
+):
     """Full rebuild of X under the current reward profiles: (src, dst, similarity) over catalogue rows."""
     x = cross_signature(catalog, cfg, stats)
     src, dst = cross_candidates(catalog, cfg, x, seed)
     return rank_cross_edges(src, dst, x, cfg.k_cross)
 
 
-def build_cross_edges(catalog: TaskCatalog, stats: TaskStats | None = None, cfg: SchedulerConfig | None = None,
-                      seed: int = 0) -> pd.DataFrame:
+def build_cross_edges(
+    catalog: TaskCatalog, stats: TaskStats | None = None, cfg: SchedulerConfig | None = None, seed: int = 0
+) -> pd.DataFrame:
     """Cross-environment edges as a frame (src, dst, similarity) of task ids."""
     return edges_to_frame(catalog, *cross_edge_arrays(catalog, cfg or SchedulerConfig(), stats, seed))
+
+
+def build_cross_candidates(
+    catalog: TaskCatalog, cfg: SchedulerConfig | None = None, seed: int = 0
+) -> pd.DataFrame:
+    """The candidate pairs that refreshes re-rank (candidate_factor * k_X per task) with their static
+    signature cosine, as a frame (src, dst, similarity) of task ids; what `EnvSched(cross_edges=...)`
+    takes, so the pipeline can persist the graph once and reuse it."""
+    cfg = cfg or SchedulerConfig()
+    signature = cross_signature(catalog, cfg)
+    src, dst = cross_candidates(catalog, cfg, signature, seed)
+    return edges_to_frame(catalog, *rank_cross_edges(src, dst, signature, cfg.candidate_factor * cfg.k_cross))

@@ -15,14 +15,16 @@ ASSIGN_BLOCK = 65_536
 
 def _nearest(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     out = np.empty(len(x), dtype=np.int32)
-    c2 = (centroids ** 2).sum(axis=1)
+    c2 = (centroids**2).sum(axis=1)
     for lo in range(0, len(x), ASSIGN_BLOCK):
-        block = x[lo:lo + ASSIGN_BLOCK]
-        out[lo:lo + ASSIGN_BLOCK] = np.argmin(c2[None, :] - 2.0 * block @ centroids.T, axis=1)
+        block = x[lo : lo + ASSIGN_BLOCK]
+        out[lo : lo + ASSIGN_BLOCK] = np.argmin(c2[None, :] - 2.0 * block @ centroids.T, axis=1)
     return out
 
 
-def signature_patterns(signature: np.ndarray, n_patterns: int, seed: int = 0, iterations: int = 25) -> np.ndarray:
+def signature_patterns(
+    signature: np.ndarray, n_patterns: int, seed: int = 0, iterations: int = 25
+) -> np.ndarray:
     """(N,) pattern label per task: Lloyd's k-means (k-means++ seeding) on a sample, then nearest centroid."""
     rng = np.random.default_rng(seed)
     x = np.asarray(signature, dtype=np.float32)

@@ -31,8 +31,9 @@ def top_k_per_source(src: np.ndarray, dst: np.ndarray, sim: np.ndarray, k: int):
     return src[keep], dst[keep], sim[keep]
 
 
-def propagation_matrix(src: np.ndarray, dst: np.ndarray, sim: np.ndarray, n_tasks: int,
-                       temperature: float) -> sp.csr_matrix:
+def propagation_matrix(
+    src: np.ndarray, dst: np.ndarray, sim: np.ndarray, n_tasks: int, temperature: float
+) -> sp.csr_matrix:
     """CSR (N, N) matrix with rows w_i. = softmax(sim_i. / temperature) over i's neighbours."""
     if len(src) == 0:
         return sp.csr_matrix((n_tasks, n_tasks))
@@ -48,8 +49,13 @@ def propagation_matrix(src: np.ndarray, dst: np.ndarray, sim: np.ndarray, n_task
 
 def edges_to_frame(catalog: TaskCatalog, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> pd.DataFrame:
     """Edge arrays as a warehouse-ready frame (src, dst, similarity) of task ids."""
-    return pd.DataFrame({"src": catalog.task_ids[src], "dst": catalog.task_ids[dst],
-                         "similarity": np.asarray(sim, dtype=float)})
+    return pd.DataFrame(
+        {
+            "src": catalog.task_ids[src],
+            "dst": catalog.task_ids[dst],
+            "similarity": np.asarray(sim, dtype=float),
+        }
+    )
 
 
 def edges_from_frame(catalog: TaskCatalog, edges: pd.DataFrame, name: str = "edges"):
@@ -61,5 +67,7 @@ def edges_from_frame(catalog: TaskCatalog, edges: pd.DataFrame, name: str = "edg
     dst = catalog.indices_of(edges["dst"].astype(str).to_numpy(dtype=object), what=f"{name} dst")
     sim = pd.to_numeric(edges["similarity"], errors="coerce").to_numpy(dtype=float)
     if not np.isfinite(sim).all():
-        raise ValueError(f"{name}: similarity must be finite (row {int(np.flatnonzero(~np.isfinite(sim))[0])}).")
+        raise ValueError(
+            f"{name}: similarity must be finite (row {int(np.flatnonzero(~np.isfinite(sim))[0])})."
+        )
     return src.astype(np.int64), dst.astype(np.int64), sim

@@ -45,17 +45,19 @@ def similarity_matrix(catalog: TaskCatalog, cfg: SchedulerConfig, rows: np.ndarr
     return s
 
 
-def similarity_pairs(catalog: TaskCatalog, cfg: SchedulerConfig, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+def similarity_pairs(
+    catalog: TaskCatalog, cfg: SchedulerConfig, src: np.ndarray, dst: np.ndarray
+) -> np.ndarray:
     """Combined similarity of aligned row pairs, in chunks."""
     out = np.empty(len(src), dtype=np.float32)
     for lo in range(0, len(src), PAIR_CHUNK):
-        a, b = src[lo:lo + PAIR_CHUNK], dst[lo:lo + PAIR_CHUNK]
+        a, b = src[lo : lo + PAIR_CHUNK], dst[lo : lo + PAIR_CHUNK]
         s = cfg.weight_cosine * np.einsum("ij,ij->i", catalog.embeddings[a], catalog.embeddings[b])
         if cfg.weight_tools:
             s += cfg.weight_tools * _jaccard_pairs(catalog.tools, a, b)
         if cfg.weight_state:
             s += cfg.weight_state * _jaccard_pairs(catalog.state_fields, a, b)
-        out[lo:lo + PAIR_CHUNK] = s
+        out[lo : lo + PAIR_CHUNK] = s
     return out
 
 
@@ -100,6 +102,8 @@ def within_edge_arrays(catalog: TaskCatalog, cfg: SchedulerConfig, seed: int = 0
     return src.astype(np.int64), dst.astype(np.int64), sim.astype(np.float32)
 
 
-def build_within_edges(catalog: TaskCatalog, cfg: SchedulerConfig | None = None, seed: int = 0) -> pd.DataFrame:
+def build_within_edges(
+    catalog: TaskCatalog, cfg: SchedulerConfig | None = None, seed: int = 0
+) -> pd.DataFrame:
     """Within-environment edges as a frame (src, dst, similarity) of task ids."""
     return edges_to_frame(catalog, *within_edge_arrays(catalog, cfg or SchedulerConfig(), seed))

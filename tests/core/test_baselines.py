@@ -20,12 +20,19 @@ from envsched_core.baselines import (
 from envsched_core.simulator import SimConfig, Simulator, run_campaign
 
 ALL = [RandomScheduler, DAPODynamicSampling, GRESOScheduler, MoPPSScheduler, DPSScheduler]
-CONFIGS = {RandomScheduler: DAPOConfig, DAPODynamicSampling: DAPOConfig, GRESOScheduler: GRESOConfig,
-           MoPPSScheduler: MoPPSConfig, DPSScheduler: DPSConfig}
+CONFIGS = {
+    RandomScheduler: DAPOConfig,
+    DAPODynamicSampling: DAPOConfig,
+    GRESOScheduler: GRESOConfig,
+    MoPPSScheduler: MoPPSConfig,
+    DPSScheduler: DPSConfig,
+}
 
 
 def tasks(n: int, envs: int = 2) -> pd.DataFrame:
-    return pd.DataFrame({"task_id": [f"t{i}" for i in range(n)], "env_id": [f"e{i % envs}" for i in range(n)]})
+    return pd.DataFrame(
+        {"task_id": [f"t{i}" for i in range(n)], "env_id": [f"e{i % envs}" for i in range(n)]}
+    )
 
 
 def rollouts(rewards: dict[str, list[float]], step: int = 1) -> pd.DataFrame:
@@ -48,7 +55,7 @@ def test_random_scheduler_returns_b_distinct_tasks():
 
 def test_mopps_picks_task_nearest_half():
     sched = MoPPSScheduler(tasks(3), MoPPSConfig(batch_size=1), seed=0)
-    sched.alpha[:] = [2000.0, 500.0, 1.0]   # posteriors centred near 1, 0.5 and 0
+    sched.alpha[:] = [2000.0, 500.0, 1.0]  # posteriors centred near 1, 0.5 and 0
     sched.beta[:] = [1.0, 500.0, 2000.0]
     for step in range(1, 5):
         assert sched.select(step)["task_id"].tolist() == ["t1"]
@@ -78,7 +85,7 @@ def test_greso_skips_long_zero_variance_streak():
 def test_greso_p_adapts_toward_target_zero_variance_ratio():
     sched = GRESOScheduler(tasks(40), GRESOConfig(batch_size=4), seed=0)
     batch = sched.select(1)
-    sched.observe(rollouts({t: [0.0] * 8 for t in batch["task_id"]}))   # all hard zero-variance
+    sched.observe(rollouts({t: [0.0] * 8 for t in batch["task_id"]}))  # all hard zero-variance
     sched.select(2)
     assert sched.p_hard == pytest.approx(0.49) and sched.p_easy == pytest.approx(0.51)
     batch = sched.select(3)  # step 2 saw nothing: p unchanged
@@ -109,7 +116,9 @@ def test_dps_hmm_update_matches_hand_computation():
 
 def test_dps_selects_highest_p_mixed():
     sched = DPSScheduler(tasks(4), DPSConfig(batch_size=1), seed=0)
-    sched.observe(rollouts({"t0": [0.0] * 8, "t1": [1.0] * 8, "t2": [0, 1, 0, 1, 0, 1, 0, 1], "t3": [1.0] * 8}))
+    sched.observe(
+        rollouts({"t0": [0.0] * 8, "t1": [1.0] * 8, "t2": [0, 1, 0, 1, 0, 1, 0, 1], "t3": [1.0] * 8})
+    )
     batch = sched.select(2)
     assert batch["task_id"].tolist() == ["t2"]
     assert batch["p_mixed"].iloc[0] == pytest.approx(0.4)
@@ -166,12 +175,16 @@ def _state_arrays(sched) -> dict:
 
 
 @pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("bad, message", [
-    (rollouts({"nope": [0.0] * 8}), "unknown task_id"),
-    (rollouts({"t1": [0.0] * 7 + [1.5]}), "not in \\[0, 1\\]"),
-    (rollouts({"t1": [0.0] * 8}).drop(columns="reward"), "missing column"),
-    (rollouts({"t1": [0.0] * 7 + [float("nan")]}), "not in \\[0, 1\\]"),
-], ids=["unknown-id", "reward-above-1", "missing-column", "nan-reward"])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (rollouts({"nope": [0.0] * 8}), "unknown task_id"),
+        (rollouts({"t1": [0.0] * 7 + [1.5]}), "not in \\[0, 1\\]"),
+        (rollouts({"t1": [0.0] * 8}).drop(columns="reward"), "missing column"),
+        (rollouts({"t1": [0.0] * 7 + [float("nan")]}), "not in \\[0, 1\\]"),
+    ],
+    ids=["unknown-id", "reward-above-1", "missing-column", "nan-reward"],
+)
 def test_baseline_rejects_bad_rollouts_without_state_change(cls, bad, message):
     sched = cls(tasks(40), CONFIGS[cls](batch_size=4), seed=0)
     sched.select(1)

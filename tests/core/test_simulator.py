@@ -16,8 +16,9 @@ class Fixed:
     """A scheduler that always selects the same tasks (for controlled campaigns)."""
 
     def __init__(self, task_ids, env_ids):
-        self.frame = pd.DataFrame({"task_id": task_ids, "env_id": env_ids, "role": "exploit",
-                                   "predicted_variance": np.nan})
+        self.frame = pd.DataFrame(
+            {"task_id": task_ids, "env_id": env_ids, "role": "exploit", "predicted_variance": np.nan}
+        )
 
     def select(self, step):
         return self.frame.copy()
@@ -63,7 +64,7 @@ def test_simulator_policy_improves_only_from_mixed_groups():
     env = sim.catalog_frame()["env_id"].to_numpy()
     assert p1[0] > p0[0]
     assert (p1[env == env[0]] > p0[env == env[0]]).all()  # transfer within the environment
-    assert sim.heldout_score() > h0                         # and to held-out tasks
+    assert sim.heldout_score() > h0  # and to held-out tasks
 
 
 def test_simulator_trains_on_at_most_b_informative_groups():
@@ -77,8 +78,8 @@ def test_simulator_starts_in_early_training_regime():
     p = sim.success_probability()
     all_fail = ((1 - p) ** 8).mean()
     all_pass = (p**8).mean()
-    assert all_fail > 0.5                       # most groups all-fail ...
-    assert 1 - all_fail - all_pass > 0.15       # ... some are mixed
+    assert all_fail > 0.5  # most groups all-fail ...
+    assert 1 - all_fail - all_pass > 0.15  # ... some are mixed
     assert all_pass < 0.05
 
 
@@ -104,8 +105,18 @@ def test_simulator_embeddings_are_closer_within_environment():
 
 def test_simulator_catalog_has_the_documented_columns():
     frame = Simulator(TINY, seed=0).catalog_frame()
-    for column in ("task_id", "env_id", "text", "tools", "tool_effects", "state_fields", "turns",
-                   "gold_calls", "verifier", "embedding"):
+    for column in (
+        "task_id",
+        "env_id",
+        "text",
+        "tools",
+        "tool_effects",
+        "state_fields",
+        "turns",
+        "gold_calls",
+        "verifier",
+        "embedding",
+    ):
         assert column in frame.columns
     assert frame["task_id"].is_unique and frame["env_id"].nunique() == 8
     assert all(len(t) == len(e) for t, e in zip(frame["tools"], frame["tool_effects"], strict=True))

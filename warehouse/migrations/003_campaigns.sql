@@ -60,8 +60,8 @@ CREATE TABLE task_stats (
     n             DOUBLE NOT NULL,   -- discounted visit weight
     m             DOUBLE NOT NULL,   -- discounted mean observed variance
     mu            DOUBLE NOT NULL,   -- discounted mean reward
+    trend         DOUBLE,            -- recent change of the task's mean reward
     last_step     INTEGER NOT NULL,
-    visits        INTEGER NOT NULL,
     PRIMARY KEY (campaign_id, task_id)
 );
 
