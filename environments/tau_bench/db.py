@@ -86,24 +86,40 @@ class Database:
         return h.hexdigest()[:32]
 
     def diff(self, other: Database, limit: int = 5) -> list[str]:
-        """Where this database differs from ``other`` (same base): ``table/key: field ...`` lines."""
+        """Where this database differs from ``other`` (same base), one ``table/key: path=value (gold
+        value)`` line per differing record, at most ``limit`` lines (then ``...``)."""
         out = []
         for name, key in sorted(self._owned | other._owned):
             mine, theirs = self.tables[name].get(key), other.tables[name].get(key)
             if mine == theirs:
                 continue
+            if len(out) == limit:
+                out.append("...")
+                break
             if mine is None or theirs is None:
                 out.append(f"{name}/{key}: {'missing' if mine is None else 'unexpected'} record")
             else:
-                fields = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-                details = ", ".join(
-                    f"{f}={_short(mine.get(f))} (gold {_short(theirs.get(f))})" for f in fields
+                leaves = [
+                    f"{path}={_short(a)} (gold {_short(b)})" for path, a, b in _leaf_diffs(mine, theirs, "")
+                ]
+                out.append(
+                    f"{name}/{key}: " + ", ".join(leaves[:limit] + (["..."] if len(leaves) > limit else []))
                 )
-                out.append(f"{name}/{key}: {details}")
-            if len(out) >= limit:
-                out.append("...")
-                break
         return out
+
+
+def _leaf_diffs(a: Any, b: Any, path: str):
+    """The innermost differing values of two JSON-like values, with dotted paths."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if a.get(k) != b.get(k):
+                yield from _leaf_diffs(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                yield from _leaf_diffs(x, y, f"{path}[{i}]")
+    else:
+        yield path, a, b
 
 
 def _short(value: Any, width: int = 80) -> str:
