@@ -109,7 +109,8 @@ class Task:
 
     ``user_turns`` holds one user message per turn (multi-turn tasks have several). ``gold`` is the
     reference solution, one list of calls per turn. ``tools`` are the tools the gold solution uses;
-    ``state_fields`` the parts of state it changes or the verifier checks.
+    ``state_fields`` the parts of state it changes or the verifier checks. ``gold_replies`` (optional,
+    one tuple per turn) is what the gold solution says to the user, for verifiers that check replies.
     """
 
     task_id: str
@@ -122,6 +123,7 @@ class Task:
     state_fields: tuple[str, ...]
     verifier: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    gold_replies: tuple[tuple[str, ...], ...] = ()
 
     @property
     def text(self) -> str:
@@ -185,9 +187,11 @@ def replay_gold(env: Environment, task: Task) -> Trajectory:
     """Run the task's gold solution through ``env`` and return the trajectory it produced."""
     env.reset(task)
     trajectory = Trajectory(task_id=task.task_id)
-    for turn_calls in task.gold:
+    for turn, turn_calls in enumerate(task.gold):
         record = TurnRecord()
         for call in turn_calls:
             record.calls.append(CallRecord(call, env.call(call.name, call.arguments)))
+        if turn < len(task.gold_replies):
+            record.replies.extend(task.gold_replies[turn])
         trajectory.turns.append(record)
     return trajectory

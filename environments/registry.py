@@ -19,6 +19,8 @@ SourceFactory = Callable[..., EnvironmentSource]
 
 _BUILTIN: dict[str, str] = {
     "bfcl_v3_multi_turn": "environments.bfcl:BfclMultiTurnSource",
+    "tau_bench_retail": "environments.tau_bench:TauBenchRetailSource",
+    "tau_bench_airline": "environments.tau_bench:TauBenchAirlineSource",
 }
 _registered: dict[str, SourceFactory] = {}
 

@@ -1,0 +1,140 @@
+"""What both domains' tools share: argument checking against the JSON schema, the error convention,
+the domain-free tools (``calculate``, ``think``, ``transfer_to_human_agents``) and dispatch.
+
+A tool is a function ``fn(db, **arguments) -> str``. It raises :class:`ToolError` for a call the
+domain rejects (unknown order, wrong status, not enough balance); :func:`execute` turns that, and any
+argument that does not fit the schema, into ``ToolResult("Error: ...", is_error=True)``. Write tools
+check everything before they change anything, so a rejected call leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from environments.base import ToolResult, ToolSpec
+from environments.tau_bench.db import Database
+
+Tool = Callable[..., str]
+
+
+class ToolError(Exception):
+    """A call the domain rejects; the message is shown to the agent after ``Error: ``."""
+
+
+def dump(value: Any) -> str:
+    """Tool output format: JSON, as tau-bench's tools return it."""
+    return json.dumps(value)
+
+
+def money(value: float) -> float:
+    """Amounts are kept to cents, as in the source data."""
+    return round(value + 0.0, 2)
+
+
+# --- argument checking (the subset of JSON schema that tools.json uses) ---------------------------
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "array": (list,),
+    "object": (dict,),
+    "boolean": (bool,),
+}
+
+
+def schema_errors(value: Any, schema: dict[str, Any], path: str) -> str | None:
+    """The first way ``value`` breaks ``schema``, or None."""
+    expected = schema.get("type")
+    if expected in _TYPES:
+        wrong_bool = isinstance(value, bool) and expected in ("integer", "number")
+        if wrong_bool or not isinstance(value, _TYPES[expected]):
+            return f"argument '{path}' should be of type {expected}, got {type(value).__name__}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"argument '{path}' should be one of {schema['enum']}, got {value!r}"
+    if expected == "object":
+        for name in schema.get("required", []):
+            if name not in value:
+                return f"missing required argument '{path}.{name}'" if path else f"missing argument '{name}'"
+        props = schema.get("properties", {})
+        for name, item in value.items():
+            where = f"{path}.{name}" if path else name
+            if name not in props:
+                return f"unexpected argument '{where}'"
+            if (error := schema_errors(item, props[name], where)) is not None:
+                return error
+    if expected == "array" and "items" in schema:
+        for i, item in enumerate(value):
+            if (error := schema_errors(item, schema["items"], f"{path}[{i}]")) is not None:
+                return error
+    return None
+
+
+def execute(
+    db: Database, specs: dict[str, ToolSpec], tools: dict[str, Tool], name: str, arguments
+) -> ToolResult:
+    """Run one call; every failure comes back as an error result, never as an exception."""
+    if name not in specs or name not in tools:
+        return ToolResult(f"Error: unknown tool '{name}'", is_error=True)
+    if not isinstance(arguments, dict):
+        return ToolResult(f"Error: arguments should be an object, got {type(arguments).__name__}", True)
+    if (error := schema_errors(arguments, specs[name].parameters, "")) is not None:
+        return ToolResult(f"Error: {error}", is_error=True)
+    try:
+        return ToolResult(tools[name](db, **arguments))
+    except ToolError as exc:
+        return ToolResult(f"Error: {exc}", is_error=True)
+    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:  # a defect: still not the agent's crash
+        return ToolResult(f"Error: {type(exc).__name__}: {exc}", is_error=True)
+
+
+# --- tools shared by both domains -------------------------------------------------------------------
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+
+def _arith(node: ast.AST) -> float:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return _BINARY[type(node.op)](_arith(node.left), _arith(node.right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_arith(node.operand))
+    raise ToolError("invalid expression: only numbers, + - * /, parentheses and spaces are allowed")
+
+
+def calculate(db: Database, expression: str) -> str:
+    """Evaluate an arithmetic expression (numbers, + - * /, parentheses); result rounded to cents.
+    Parsed with ``ast`` and evaluated node by node, so nothing but arithmetic can run."""
+    if not set(expression) <= set("0123456789+-*/(). "):
+        raise ToolError("invalid characters in expression")
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        raise ToolError(f"cannot parse expression {expression!r}") from None
+    try:
+        return str(round(float(_arith(tree.body)), 2))
+    except ZeroDivisionError:
+        raise ToolError("division by zero") from None
+
+
+def think(db: Database, thought: str) -> str:
+    """Only logs the thought (it is in the trajectory); changes nothing."""
+    return ""
+
+
+def transfer_to_human_agents(db: Database, summary: str) -> str:
+    """Ends the agent's part of the conversation in tau-bench; the database is unchanged."""
+    return "Transfer successful"
+
+
+COMMON_TOOLS: dict[str, Tool] = {
+    "calculate": calculate,
+    "think": think,
+    "transfer_to_human_agents": transfer_to_human_agents,
+}
