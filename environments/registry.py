@@ -19,6 +19,7 @@ SourceFactory = Callable[..., EnvironmentSource]
 
 _BUILTIN: dict[str, str] = {
     "bfcl_v3_multi_turn": "environments.bfcl:BfclMultiTurnSource",
+    "acebench_agent": "environments.acebench:AceBenchAgentSource",
 }
 _registered: dict[str, SourceFactory] = {}
 
