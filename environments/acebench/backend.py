@@ -102,3 +102,5 @@ def execute(state: dict[str, Any], tools: dict[str, ToolSpec], name: str, argume
         return ToolResult(render(method(**kwargs)))
     except ToolError as exc:
         return ToolResult(f"Error: {exc}", is_error=True)
+    except (KeyError, TypeError, ValueError) as exc:  # state the data left malformed: still not a crash
+        return ToolResult(f"Error: {name} failed: {type(exc).__name__}: {exc}", is_error=True)

@@ -10,7 +10,7 @@ What an *environment* is here: the set of scenario classes a task involves, per 
 ``acebench_agent/multi_step/BaseApi+FoodPlatform+MessageApi``. Tasks of one environment run the same
 state machine from the same defaults and are checked on the same classes; multi-step and multi-turn
 tasks are kept apart because they are posed differently (a direct request vs. a user simulator's
-instructions). The data gives 10 environments of 1-10 tasks each.
+instructions). The data gives 10 environments of 2-10 tasks each.
 
 Multi-turn tasks in ACEBench are driven by an LLM user simulator that follows ``question``. This
 project has no simulator yet, so they run in *instruction mode*: the instruction is the first and
@@ -195,7 +195,11 @@ def _environment(env_id: str, classes: list[str], tools: list[ToolSpec]) -> Envi
         name=env_id.removeprefix(f"{SOURCE}/"),
         description=f"ACEBench agent ({mode.replace('_', '-')}): {', '.join(sorted(classes))}",
         tools=tuple(sorted(tools, key=lambda s: s.name)),
-        metadata={"scenario_classes": sorted(classes), "mode": mode},
+        metadata={
+            "scenario_classes": sorted(classes),
+            "mode": mode,
+            "user_simulator": "instruction" if mode == "multi_turn" else "none",
+        },
     )
 
 

@@ -30,7 +30,7 @@ class AceBenchEnvironment(Environment):
         self._defaults = defaults
         self._task: Task | None = None
         self._tools: dict[str, ToolSpec] = {}
-        self.state: dict[str, Any] = {}
+        self.state: dict[str, Any] = {}  # class -> its state (JSON-like); this rollout's own copy
 
     def reset(self, task: Task) -> list[ToolSpec]:
         self._task = task
@@ -48,8 +48,8 @@ class AceBenchEnvironment(Environment):
         return execute(self.state, self._tools, name, arguments)
 
     def verify(self, trajectory: Trajectory) -> Verdict:
-        """Reward 1 when every ground-truth class has the expected end state, else 0 with the first
-        differing field per class; the milestone score is a secondary metric."""
+        """Reward 1 when every ground-truth class has the expected end state, else 0 with, for each
+        differing (class, field), its first difference; the milestone score is a secondary metric."""
         task = self._require_task()
         meta = task.metadata
         calls = [record.call for turn in trajectory.turns for record in turn.calls]

@@ -12,7 +12,7 @@ end states (ACEBench, Chen et al. 2025, MIT licence). Facts the ground truth pin
   change*; added bags pay 50 each for the bags that go beyond the allowance.
 
 Choices of this project where the ground truth is silent: a modification is all-or-nothing (nothing
-changes when the balance cannot pay it); a cancellation removes the reservation, frees the seat and
+changes when the balance cannot pay it) and moves the seat to the new flight; a cancellation removes the reservation, frees the seat and
 refunds the fare to the payment method (in full when the airline cancelled or departure is more than
 24 hours away, else less a 10% fee); the scenario's clock is 2024-07-14 06:00. Flight numbers are
 not unique in the data (``CZ1765`` flies on two days): a flight number means its first available
@@ -67,6 +67,11 @@ class Travel:
     def _flight(self, flight_no: str) -> dict[str, Any] | None:
         matches = [f for f in self.data["flights"] if f["flight_no"] == flight_no]
         return next((f for f in matches if f["status"] == "available"), matches[0] if matches else None)
+
+    def _user(self, user_id: str) -> dict[str, Any]:
+        if user_id not in self.data["users"]:
+            raise ToolError(f"No user '{user_id}'.")
+        return self.data["users"][user_id]
 
     def _reservation(self, user_id: str, reservation_id: str) -> dict[str, Any]:
         for reservation in self.data["reservations"]:
@@ -176,7 +181,7 @@ class Travel:
         new_payment_method: str | None = None,
     ) -> dict[str, Any]:
         reservation = self._reservation(user_id, reservation_id)
-        user = self.data["users"][user_id]
+        user = self._user(user_id)
         method = new_payment_method or reservation["payment_method"]
         self._check_payment(method)
         current = self._flight(reservation["flight_no"])
@@ -184,20 +189,18 @@ class Travel:
             raise ToolError(f"The reservation's flight '{reservation['flight_no']}' no longer exists.")
         if add_baggage < 0:
             raise ToolError("add_baggage cannot be negative.")
-        flight_no = reservation["flight_no"]
-        if new_flight_no and new_flight_no != flight_no:
-            new = self._flight(new_flight_no)
-            if new is None or (new["origin"], new["destination"]) != (
-                current["origin"],
-                current["destination"],
-            ):
-                raise ToolError(
-                    f"Flight '{new_flight_no}' does not fly {current['origin']} -> {current['destination']}."
-                )
-            flight_no = new_flight_no
+        target = current
+        if new_flight_no and new_flight_no != reservation["flight_no"]:
+            target = self._flight(new_flight_no)
+            route = (current["origin"], current["destination"])
+            if target is None or (target["origin"], target["destination"]) != route:
+                raise ToolError(f"Flight '{new_flight_no}' does not fly {route[0]} -> {route[1]}.")
+            if target["seats_available"] <= 0:
+                raise ToolError(f"Flight '{new_flight_no}' has no seats available.")
         cabin, due = reservation["cabin"], 0.0
         if new_cabin and new_cabin != cabin:
             self._check_cabin(new_cabin)
+            # Observed in the ground truth: the fare difference of the flight booked before the change.
             due += current[CABINS[new_cabin]] - current[CABINS.get(cabin, CABINS[new_cabin])]
             cabin = new_cabin
         bags = reservation["baggage"] + add_baggage
@@ -207,7 +210,10 @@ class Travel:
                 _extra_bags(membership, cabin, bags) - _extra_bags(membership, cabin, reservation["baggage"])
             )
         self._pay(user, method, due)
-        reservation.update(flight_no=flight_no, cabin=cabin, baggage=bags)
+        if target is not current:  # the seat moves with the passenger
+            current["seats_available"] += 1
+            target["seats_available"] -= 1
+        reservation.update(flight_no=target["flight_no"], cabin=cabin, baggage=bags)
         return {"status": True, "reservation": reservation, "amount_charged": due}
 
     def cancel_reservation(self, user_id: str, reservation_id: str, reason: str) -> dict[str, Any]:
@@ -221,7 +227,7 @@ class Travel:
         fare = flight[CABINS.get(reservation["cabin"], "economy_price")]
         airline_cancelled = "airline" in reason.lower()
         fee = 0.0 if airline_cancelled or departure - NOW > timedelta(days=1) else round(fare * 0.1, 2)
-        self._pay(self.data["users"][user_id], reservation["payment_method"], -(fare - fee))
+        self._pay(self._user(user_id), reservation["payment_method"], -(fare - fee))
         self.data["reservations"].remove(reservation)
         flight["seats_available"] += 1
         return {"status": True, "refund": fare - fee, "cancellation_fee": fee}

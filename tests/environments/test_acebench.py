@@ -58,6 +58,22 @@ def test_acebench_catalog_has_50_tasks_in_10_environments(source):
     assert set(reserve.parameters["required"]) <= set(reserve.parameters["properties"])
 
 
+def test_acebench_only_write_tools_change_state_during_gold_replays(source):
+    catalog = source.load()
+    effects = {s.name: s.effect for e in catalog.environments for s in e.tools}
+    changed_by = set()
+    for task in catalog.tasks:
+        env = source.make_environment(task)
+        env.reset(task)
+        for call in task.gold[0]:
+            before = json.dumps(env.state, sort_keys=True)
+            env.call(call.name, call.arguments)
+            if json.dumps(env.state, sort_keys=True) != before:
+                changed_by.add(call.name)
+    assert {"send_message", "add_reminder", "reserve_flight", "modify_flight"} <= changed_by
+    assert {name for name in changed_by if effects[name] != "write"} == set()
+
+
 def test_acebench_verify_gold_fails_exactly_the_known_data_errors(source):
     report = verify_gold(source)
     assert report.total == 50
