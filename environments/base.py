@@ -81,6 +81,8 @@ class Trajectory:
 class Verdict:
     reward: float  # in [0, 1]
     reason: str
+    # Secondary scores that do not enter the reward (e.g. ACEBench's milestone/process score).
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reward <= 1.0:

@@ -21,6 +21,7 @@ _BUILTIN: dict[str, str] = {
     "bfcl_v3_multi_turn": "environments.bfcl:BfclMultiTurnSource",
     "tau_bench_retail": "environments.tau_bench:TauBenchRetailSource",
     "tau_bench_airline": "environments.tau_bench:TauBenchAirlineSource",
+    "acebench_agent": "environments.acebench:AceBenchAgentSource",
 }
 _registered: dict[str, SourceFactory] = {}
 

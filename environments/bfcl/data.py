@@ -11,61 +11,22 @@ from __future__ import annotations
 
 import ast
 import inspect
-import json
 from pathlib import Path
-from typing import Any
 
 from environments.base import EnvironmentInfo, SourceDataError, Task, ToolCall, ToolSpec
 from environments.bfcl.backend import API_CLASSES, WRITE_TOOLS, api_class
+from environments.schema import bfcl_to_json_schema, read_jsonl
 
 SOURCE = "bfcl_v3_multi_turn"
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 # What bfcl-eval's inference loop says in a turn that only reveals held-out functions.
 ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose from. What about now?"
-_JSON_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 
 
 def default_data_dir() -> Path:
     import bfcl_eval
 
     return Path(bfcl_eval.__file__).parent / "data"
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise SourceDataError(f"{path}: file not found")
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SourceDataError(f"{path} line {line_no}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise SourceDataError(f"{path} line {line_no}: expected an object, got {type(row).__name__}")
-            rows.append(row)
-    return rows
-
-
-def _json_schema(bfcl_schema: Any) -> Any:
-    """bfcl's pseudo-JSON-schema ('dict', 'float', 'tuple') -> standard JSON schema."""
-    if isinstance(bfcl_schema, list):
-        return [_json_schema(v) for v in bfcl_schema]
-    if not isinstance(bfcl_schema, dict):
-        return bfcl_schema
-    out = {}
-    for key, value in bfcl_schema.items():
-        if key == "type" and isinstance(value, str):
-            mapped = _JSON_TYPES.get(value, value)
-            if mapped is not None:
-                out[key] = mapped
-        elif key == "properties" and isinstance(value, dict):
-            out[key] = {name: _json_schema(prop) for name, prop in value.items()}
-        else:
-            out[key] = _json_schema(value)
-    return out
 
 
 def load_tool_specs(data_dir: Path) -> dict[str, list[ToolSpec]]:
@@ -79,7 +40,9 @@ def load_tool_specs(data_dir: Path) -> dict[str, list[ToolSpec]]:
                 if key not in doc:
                     raise SourceDataError(f"{path} line {line_no}: missing field '{key}'")
             effect = "write" if doc["name"] in WRITE_TOOLS else "read"
-            tools.append(ToolSpec(doc["name"], doc["description"], _json_schema(doc["parameters"]), effect))
+            tools.append(
+                ToolSpec(doc["name"], doc["description"], bfcl_to_json_schema(doc["parameters"]), effect)
+            )
         specs[class_name] = tools
     return specs
 

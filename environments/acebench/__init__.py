@@ -1,0 +1,3 @@
+from environments.acebench.source import AceBenchAgentSource, AceBenchEnvironment
+
+__all__ = ["AceBenchAgentSource", "AceBenchEnvironment"]
