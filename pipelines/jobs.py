@@ -2,7 +2,6 @@
 
 import dagster as dg
 
-from assets.campaign import campaigns
 
 refresh_catalog = dg.define_asset_job(
     "refresh_catalog",
@@ -19,20 +18,17 @@ build_graph = dg.define_asset_job(
 plan_step = dg.define_asset_job(
     "plan_step",
     selection=dg.AssetSelection.assets("scheduled_batch"),
-    partitions_def=campaigns,
     description="Schedule a campaign's next batch from its last observed state (starts a campaign).",
 )
 
 train_step = dg.define_asset_job(
     "train_step",
     selection=dg.AssetSelection.assets("training_step"),
-    partitions_def=campaigns,
     description="Roll out the latest scheduled batch and write its landing file.",
 )
 
 ingest_rollouts = dg.define_asset_job(
     "ingest_rollouts",
     selection=dg.AssetSelection.assets("rollouts", "task_stats", "variance_predictions", "scheduled_batch"),
-    partitions_def=campaigns,
     description="Validate and load one landing file, refresh statistics and predictions, schedule the next batch.",
 )

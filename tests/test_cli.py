@@ -19,11 +19,12 @@ def test_cli_verify_gold_names_an_unknown_source():
     assert "unknown environment source 'nope'" in str(result.exception)
 
 
-def test_cli_run_materialises_catalogue_into_home_and_sql_reads_it(home, monkeypatch):
+def test_cli_run_loads_catalogue_runs_a_campaign_and_sql_reads_it(home, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))  # restored after the test
-    result = CliRunner().invoke(main, ["run"])
+    result = CliRunner().invoke(main, ["run", "--steps", "2"])
     assert result.exit_code == 0, result.output
     assert "bfcl_v3_multi_turn" in result.output and "800" in result.output
+    assert "mean_sel_var" in result.output and "make ui" in result.output
     assert (home / "warehouse.duckdb").exists() and (home / "dagster" / "dagster.yaml").exists()
     sql = CliRunner().invoke(
         main, ["sql", "SELECT count(*) AS n FROM tasks WHERE source = 'bfcl_v3_multi_turn'"]
@@ -31,5 +32,7 @@ def test_cli_run_materialises_catalogue_into_home_and_sql_reads_it(home, monkeyp
     assert sql.exit_code == 0 and "800" in sql.output
     import dagster as dg
 
-    runs = dg.DagsterInstance.get().get_runs()
-    assert [r.job_name for r in runs] == ["refresh_catalog"]
+    jobs = {r.job_name for r in dg.DagsterInstance.get().get_runs()}
+    assert {"refresh_catalog", "build_graph", "plan_step", "train_step", "ingest_rollouts"} <= jobs
+    steps = CliRunner().invoke(main, ["sql", "SELECT count(*) AS n FROM campaign_steps"])
+    assert steps.exit_code == 0 and " 2" in steps.output

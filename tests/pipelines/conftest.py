@@ -1,0 +1,42 @@
+"""A prepared warehouse (BFCL base tasks, embedded, both graphs built) copied into each test's home."""
+
+import os
+import shutil
+
+import dagster as dg
+import pytest
+
+from pipelines.definitions import defs
+from pipelines.driver import DriverContext
+from pipelines.paths import Paths
+from warehouse.store import Warehouse
+
+BFCL_BASE = {"ops": {"environment_catalog": {"config": {
+    "sources": ["bfcl_v3_multi_turn"], "source_options": {"bfcl_v3_multi_turn": {"categories": ["base"]}}}}}}
+
+
+@pytest.fixture(scope="session")
+def prepared_warehouse(tmp_path_factory):
+    home = Paths(tmp_path_factory.mktemp("prepared")).ensure()
+    previous = os.environ.get("ENVSCHED_HOME")
+    os.environ["ENVSCHED_HOME"] = str(home.home)  # the code location's resources resolve it at run time
+    try:
+        with dg.instance_for_test() as instance:
+            for job, config in (("refresh_catalog", BFCL_BASE), ("build_graph", None)):
+                assert defs.resolve_job_def(job).execute_in_process(instance=instance, run_config=config).success
+    finally:
+        if previous is None:
+            os.environ.pop("ENVSCHED_HOME")
+        else:
+            os.environ["ENVSCHED_HOME"] = previous
+    return home.warehouse
+
+
+@pytest.fixture
+def driver(tmp_path, monkeypatch, prepared_warehouse):
+    """A DriverContext over a fresh home holding a copy of the prepared warehouse."""
+    home = Paths(tmp_path / "home").ensure()
+    monkeypatch.setenv("ENVSCHED_HOME", str(home.home))
+    shutil.copy(prepared_warehouse, home.warehouse)
+    with dg.instance_for_test() as instance:
+        yield DriverContext(defs=defs, instance=instance, store=Warehouse(home.warehouse))
