@@ -10,7 +10,7 @@ import pandas as pd
 from assets.catalog import WAREHOUSE_POOL, check_result
 from envsched_core import SchedulerConfig, TaskCatalog, build_within_edges
 from envsched_core.embedding import SentenceTransformerEmbedder, shipped_model_path
-from envsched_core.graph.cross import build_cross_candidates
+from envsched_core.graph import build_cross_candidates
 from pipelines.resources import WarehouseResource
 from warehouse.store import Warehouse
 

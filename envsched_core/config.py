@@ -47,9 +47,7 @@ class SchedulerConfig:
     k_cross: int = 8
     """k_X: neighbours kept per task in *other* environments by signature cosine."""
     cross_exact_max: int = 20000
-    """Catalogues up to this many tasks get exact cross-env kNN; larger ones use pynndescent."""
-    cross_partitions: int = 2
-    """Random environment bipartitions used by approximate cross kNN (each gives candidates from other envs)."""
+    """Up to this many distinct signatures, cross-env kNN is exact; beyond, pynndescent."""
     profile_weight: float = 1.0
     """Scale of the observed reward profile (mu_i, m_i, trend) inside the standardised signature."""
     cross_refresh_every: int = 1
@@ -113,7 +111,6 @@ class SchedulerConfig:
         )
         need(self.exact_knn_max >= 1, f"exact_knn_max={self.exact_knn_max} must be >= 1.")
         need(self.cross_exact_max >= 1, f"cross_exact_max={self.cross_exact_max} must be >= 1.")
-        need(self.cross_partitions >= 1, f"cross_partitions={self.cross_partitions} must be >= 1.")
         need(self.profile_weight >= 0, f"profile_weight={self.profile_weight} must be >= 0.")
         need(
             self.cross_refresh_every >= 0,

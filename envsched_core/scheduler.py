@@ -22,6 +22,7 @@ import pandas as pd
 from .catalog import TaskCatalog
 from .config import SchedulerConfig
 from .graph import (
+    candidate_matrix,
     cross_candidates,
     cross_signature,
     edges_from_frame,
@@ -86,13 +87,14 @@ class EnvSched:
             else:
                 self.within = edges_from_frame(catalog, within_edges, "within_edges")
             W_within = propagation_matrix(*self.within, n_tasks, self.cfg.temperature)
-        self.cross_src = self.cross_dst = np.zeros(0, np.int64)  # candidate pairs re-ranked at refresh
+        self.cross_candidates = np.zeros((n_tasks, 0), np.int64)  # (N, C) candidates re-ranked at refresh
         self.cross_edges = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
         if self.cfg.use_cross_edges:
             if cross_edges is None:
-                self.cross_src, self.cross_dst = cross_candidates(catalog, self.cfg, seed=seed)
+                src, dst = cross_candidates(catalog, self.cfg, seed=seed)
             else:
-                self.cross_src, self.cross_dst, _ = edges_from_frame(catalog, cross_edges, "cross_edges")
+                src, dst, _ = edges_from_frame(catalog, cross_edges, "cross_edges")
+            self.cross_candidates = candidate_matrix(src, dst, n_tasks)
         self.predictor = VariancePredictor(self.cfg, W_within, None)
         self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
         self.current_step = 0
@@ -106,7 +108,7 @@ class EnvSched:
         if not self.cfg.use_cross_edges:
             return
         signature = cross_signature(self.catalog, self.cfg, self.stats)
-        self._set_cross(rank_cross_edges(self.cross_src, self.cross_dst, signature, self.cfg.k_cross))
+        self._set_cross(rank_cross_edges(self.cross_candidates, signature, self.cfg.k_cross))
         self.last_refresh_step = self.current_step
 
     def _set_cross(self, edges: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
@@ -271,8 +273,7 @@ class EnvSched:
             "stats": self.stats.state_dict(),
             "predictor": self.predictor.state_dict(),
             "rng": self.rng.bit_generator.state,
-            "cross_src": self.cross_src.copy(),
-            "cross_dst": self.cross_dst.copy(),
+            "cross_candidates": self.cross_candidates.copy(),
             "cross_edges": tuple(a.copy() for a in self.cross_edges),
             "patterns": self.patterns.copy(),
             "current_step": self.current_step,
@@ -293,8 +294,7 @@ class EnvSched:
         self.stats.load_state_dict(state["stats"])
         self.predictor.load_state_dict(state["predictor"])
         self.rng.bit_generator.state = state["rng"]
-        self.cross_src = np.array(state["cross_src"], copy=True)
-        self.cross_dst = np.array(state["cross_dst"], copy=True)
+        self.cross_candidates = np.array(state["cross_candidates"], copy=True)
         self.patterns = np.array(state["patterns"], copy=True)
         self.current_step = int(state["current_step"])
         if self.cfg.use_cross_edges:

@@ -5,8 +5,8 @@ and reward topology: the catalogue's static part (log tool count, turns, gold ca
 histogram, verifier kind, reward kind) and, once a task is observed, its reward profile (mu_i, m_i, trend).
 
 Two phases, so a refresh is cheap: :func:`cross_candidates` finds candidate_factor * k_X candidates per
-task in other environments (exact up to ``cross_exact_max`` tasks, else pynndescent over random
-environment bipartitions, which guarantees every candidate is in another environment), and
+task in other environments (searching among *distinct* signatures, exactly up to ``cross_exact_max`` of
+them, else with pynndescent), and
 :func:`rank_cross_edges` keeps the k_X best under the current signature. EnvSched re-ranks at each
 prediction refresh; :func:`build_cross_edges` does both phases from scratch.
 """
@@ -20,7 +20,7 @@ from ..catalog import TaskCatalog, standardise
 from ..config import SchedulerConfig
 from ..embedding import normalise_rows
 from ..stats import TaskStats
-from .relation import edges_to_frame, top_k_per_source
+from .relation import edges_to_frame
 
 EXACT_BLOCK = 1024  # query rows per block of the exact search
 
@@ -41,38 +41,54 @@ def cross_signature(catalog: TaskCatalog, cfg: SchedulerConfig, stats: TaskStats
     return normalise_rows(signature)
 
 
-def _exact_candidates(x: np.ndarray, env: np.ndarray, n_candidates: int):
-    srcs, dsts = [], []
-    for lo in range(0, len(x), EXACT_BLOCK):
-        block = np.arange(lo, min(lo + EXACT_BLOCK, len(x)))
-        s = x[block] @ x.T
-        s[env[block][:, None] == env[None, :]] = -np.inf  # other environments only
-        c = min(n_candidates, s.shape[1])
-        nn = np.argpartition(-s, c - 1, axis=1)[:, :c]
-        ok = np.isfinite(s[np.arange(len(block))[:, None], nn])
-        srcs.append(np.repeat(block, c)[ok.ravel()])
-        dsts.append(nn.ravel()[ok.ravel()])
-    return np.concatenate(srcs), np.concatenate(dsts)
+def _unique_neighbours(u: np.ndarray, k: int, exact_max: int, seed: int) -> np.ndarray:
+    """(U, k) indices of each unique signature's k most similar unique signatures, itself first."""
+    k = min(k, len(u))
+    if len(u) <= exact_max:
+        nn = np.empty((len(u), k), dtype=np.int64)
+        for lo in range(0, len(u), EXACT_BLOCK):
+            s = u[lo : lo + EXACT_BLOCK] @ u.T
+            s[np.arange(len(s)), np.arange(lo, lo + len(s))] = np.inf  # itself first
+            top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+            order = np.argsort(-np.take_along_axis(s, top, axis=1), axis=1, kind="stable")
+            nn[lo : lo + len(s)] = np.take_along_axis(top, order, axis=1)
+        return nn
+    from pynndescent import NNDescent  # JIT-compiles on first use; only large, varied catalogues need it
+
+    index = NNDescent(u, metric="cosine", n_neighbors=max(k, 2), random_state=seed)
+    nn, _ = index.neighbor_graph
+    return np.where(nn >= 0, nn, np.arange(len(u))[:, None])
 
 
-def _approximate_candidates(x: np.ndarray, env: np.ndarray, n_candidates: int, partitions: int, seed: int):
-    from pynndescent import NNDescent  # JIT-compiles on first use; only large catalogues need it
+def _candidates_by_unique_signature(
+    x: np.ndarray, env: np.ndarray, n_candidates: int, exact_max: int, seed: int
+):
+    """Exact-up-to-ties candidates: many tasks share a signature, so search among distinct signatures only.
 
+    Each distinct signature gets a list of member tasks of its nearest distinct signatures (members in random
+    order, so ties are broken fairly); each task then keeps the first n_candidates of its signature's list
+    that lie in another environment.
+    """
     rng = np.random.default_rng(seed)
+    u, inverse = np.unique(x, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    members_of = np.argsort(inverse[perm := rng.permutation(len(x))], kind="stable")
+    members = perm[members_of]  # tasks grouped by distinct signature, random order inside a group
+    starts = np.r_[0, np.cumsum(np.bincount(inverse, minlength=len(u)))]
+    width = 4 * n_candidates  # room for same-environment members that are dropped later
+    nn = _unique_neighbours(u, n_candidates, exact_max, seed)
+    lists = np.full((len(u), width), -1, dtype=np.int64)
+    for s in range(len(u)):  # a loop over distinct signatures, not tasks
+        picked = np.concatenate([members[starts[g] : starts[g] + width] for g in nn[s]])[:width]
+        lists[s, : len(picked)] = picked
     srcs, dsts = [], []
-    for _ in range(partitions):
-        side = rng.integers(0, 2, size=env.max() + 1)[env].astype(bool)  # random env bipartition
-        for query_side in (False, True):
-            queries, base = np.flatnonzero(side == query_side), np.flatnonzero(side != query_side)
-            if len(queries) == 0 or len(base) < 2:
-                continue
-            c = min(n_candidates, len(base) - 1)
-            index = NNDescent(
-                x[base], metric="cosine", n_neighbors=max(c, 2), random_state=int(rng.integers(1 << 30))
-            )
-            nn, _ = index.query(x[queries], k=c)
-            srcs.append(np.repeat(queries, c))
-            dsts.append(base[nn.ravel()])
+    for lo in range(0, len(x), 65_536):
+        rows = np.arange(lo, min(lo + 65_536, len(x)))
+        cand = lists[inverse[rows]]  # (rows, width)
+        ok = (cand >= 0) & (env[np.maximum(cand, 0)] != env[rows][:, None])
+        ok &= np.cumsum(ok, axis=1) <= n_candidates
+        srcs.append(np.repeat(rows, width)[ok.ravel()])
+        dsts.append(cand[ok])
     return np.concatenate(srcs), np.concatenate(dsts)
 
 
@@ -81,20 +97,47 @@ def cross_candidates(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(src, dst) candidate pairs, up to candidate_factor * k_X per task, all in other environments."""
     x = cross_signature(catalog, cfg) if signature is None else signature
-    n_candidates = cfg.candidate_factor * cfg.k_cross
     if catalog.n_envs < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if len(catalog) <= cfg.cross_exact_max:
-        src, dst = _exact_candidates(x, catalog.env, n_candidates)
-    else:
-        src, dst = _approximate_candidates(x, catalog.env, n_candidates, cfg.cross_partitions, seed)
+    src, dst = _candidates_by_unique_signature(
+        x, catalog.env, cfg.candidate_factor * cfg.k_cross, cfg.cross_exact_max, seed
+    )
     return src.astype(np.int64), dst.astype(np.int64)
 
 
-def rank_cross_edges(src: np.ndarray, dst: np.ndarray, signature: np.ndarray, k: int):
-    """Keep each task's k candidates of highest signature cosine: (src, dst, similarity)."""
-    sim = np.einsum("ij,ij->i", signature[src], signature[dst]) if len(src) else np.zeros(0, np.float32)
-    return top_k_per_source(src, dst, sim.astype(np.float32), k)
+def candidate_matrix(src: np.ndarray, dst: np.ndarray, n_tasks: int) -> np.ndarray:
+    """Candidate pairs as an (N, C) matrix of destinations per source, padded with -1 (fast to re-rank)."""
+    order = np.argsort(src, kind="stable")
+    src, dst = src[order], dst[order]
+    counts = np.bincount(src, minlength=n_tasks)
+    width = int(counts.max()) if len(src) else 0
+    position = np.arange(len(src)) - np.repeat(np.cumsum(counts) - counts, counts)
+    matrix = np.full((n_tasks, width), -1, dtype=np.int64)
+    matrix[src, position] = dst
+    return matrix
+
+
+def rank_cross_edges(candidates: np.ndarray, signature: np.ndarray, k: int):
+    """Keep each task's k candidates (rows of an (N, C) -1-padded matrix) of highest signature cosine.
+
+    Returns (src, dst, similarity) sorted by source.
+    """
+    srcs, dsts, sims = [], [], []
+    for lo in range(0, len(candidates), EXACT_BLOCK * 16):
+        cand = candidates[lo : lo + EXACT_BLOCK * 16]
+        rows = np.arange(lo, lo + len(cand))
+        s = np.einsum("rcd,rd->rc", signature[np.maximum(cand, 0)], signature[rows])  # (rows, C) cosines
+        s[cand < 0] = -np.inf
+        if cand.shape[1] > k:
+            top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+            cand, s = np.take_along_axis(cand, top, axis=1), np.take_along_axis(s, top, axis=1)
+        ok = cand >= 0
+        srcs.append(np.repeat(rows, cand.shape[1])[ok.ravel()])
+        dsts.append(cand[ok])
+        sims.append(s[ok])
+    if not srcs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    return np.concatenate(srcs), np.concatenate(dsts), np.concatenate(sims).astype(np.float32)
 
 
 def cross_edge_arrays(
@@ -103,7 +146,7 @@ def cross_edge_arrays(
     """Full rebuild of X under the current reward profiles: (src, dst, similarity) over catalogue rows."""
     x = cross_signature(catalog, cfg, stats)
     src, dst = cross_candidates(catalog, cfg, x, seed)
-    return rank_cross_edges(src, dst, x, cfg.k_cross)
+    return rank_cross_edges(candidate_matrix(src, dst, len(catalog)), x, cfg.k_cross)
 
 
 def build_cross_edges(
@@ -117,9 +160,12 @@ def build_cross_candidates(
     catalog: TaskCatalog, cfg: SchedulerConfig | None = None, seed: int = 0
 ) -> pd.DataFrame:
     """The candidate pairs that refreshes re-rank (candidate_factor * k_X per task) with their static
-    signature cosine, as a frame (src, dst, similarity) of task ids; what `EnvSched(cross_edges=...)`
+    signature cosine, as a frame (src, dst, similarity) of task ids: what `EnvSched(cross_edges=...)`
     takes, so the pipeline can persist the graph once and reuse it."""
     cfg = cfg or SchedulerConfig()
     signature = cross_signature(catalog, cfg)
     src, dst = cross_candidates(catalog, cfg, signature, seed)
-    return edges_to_frame(catalog, *rank_cross_edges(src, dst, signature, cfg.candidate_factor * cfg.k_cross))
+    width = cfg.candidate_factor * cfg.k_cross
+    return edges_to_frame(
+        catalog, *rank_cross_edges(candidate_matrix(src, dst, len(catalog)), signature, width)
+    )

@@ -11,8 +11,16 @@ from pipelines.driver import DriverContext
 from pipelines.paths import Paths
 from warehouse.store import Warehouse
 
-BFCL_BASE = {"ops": {"environment_catalog": {"config": {
-    "sources": ["bfcl_v3_multi_turn"], "source_options": {"bfcl_v3_multi_turn": {"categories": ["base"]}}}}}}
+BFCL_BASE = {
+    "ops": {
+        "environment_catalog": {
+            "config": {
+                "sources": ["bfcl_v3_multi_turn"],
+                "source_options": {"bfcl_v3_multi_turn": {"categories": ["base"]}},
+            }
+        }
+    }
+}
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +31,9 @@ def prepared_warehouse(tmp_path_factory):
     try:
         with dg.instance_for_test() as instance:
             for job, config in (("refresh_catalog", BFCL_BASE), ("build_graph", None)):
-                assert defs.resolve_job_def(job).execute_in_process(instance=instance, run_config=config).success
+                assert (
+                    defs.resolve_job_def(job).execute_in_process(instance=instance, run_config=config).success
+                )
     finally:
         if previous is None:
             os.environ.pop("ENVSCHED_HOME")

@@ -15,7 +15,9 @@ B, G = 12, 4
 
 
 def _config(campaign_id: str, steps: int, **changes) -> CampaignConfig:
-    return CampaignConfig(campaign_id=campaign_id, splits=["base"], batch_size=B, group_size=G, steps=steps, **changes)
+    return CampaignConfig(
+        campaign_id=campaign_id, splits=["base"], batch_size=B, group_size=G, steps=steps, **changes
+    )
 
 
 def _start(driver, config: CampaignConfig) -> None:
@@ -36,15 +38,24 @@ def test_campaign_run_five_steps_leaves_every_table_filled(driver):
     config = _config("five", steps=5)
     run_campaign(config, driver)
     store = driver.store
-    sizes = store.query("SELECT step, count(*) AS n FROM batches WHERE campaign_id = 'five' GROUP BY step ORDER BY step")
+    sizes = store.query(
+        "SELECT step, count(*) AS n FROM batches WHERE campaign_id = 'five' GROUP BY step ORDER BY step"
+    )
     assert sizes["step"].tolist() == [1, 2, 3, 4, 5] and (sizes["n"] == B).all()
     assert _count(store, "rollouts", "five") == B * G * 5
-    assert store.query("SELECT DISTINCT step FROM predictions WHERE campaign_id = 'five' ORDER BY 1")["step"].tolist() == [1, 2, 3, 4, 5]
-    assert store.scalar("SELECT count(*) FROM ingested_files WHERE campaign_id = 'five' AND status = 'loaded'") == 5
+    assert store.query("SELECT DISTINCT step FROM predictions WHERE campaign_id = 'five' ORDER BY 1")[
+        "step"
+    ].tolist() == [1, 2, 3, 4, 5]
+    assert (
+        store.scalar("SELECT count(*) FROM ingested_files WHERE campaign_id = 'five' AND status = 'loaded'")
+        == 5
+    )
     assert store.campaign("five")["status"] == "completed"
     assert _count(store, "task_stats", "five") > 0
     metrics = store.step_metrics("five")
-    assert {"schedule/mean_variance", "schedule/envs_per_batch", "rollout/reward_mean"} <= set(metrics.columns)
+    assert {"schedule/mean_variance", "schedule/envs_per_batch", "rollout/reward_mean"} <= set(
+        metrics.columns
+    )
     first = store.batch("five", 1)
     assert (first["role"] == "coverage").all()  # step 1 has no history: all coverage
     assert (store.batch("five", 5)["role"] == "exploit").any()
@@ -65,17 +76,30 @@ def test_campaign_sensor_fired_twice_and_file_redelivered_add_no_rows(driver):
 
     from pipelines.driver import _execute
 
-    context = dg.build_sensor_context(instance=driver.instance, definitions=driver.defs,
-                                      resources=dict(driver.defs.resources))
+    context = dg.build_sensor_context(
+        instance=driver.instance, definitions=driver.defs, resources=dict(driver.defs.resources)
+    )
     # a tick evaluated before the load saw the file: execute its request again, as a double-fired sensor would
-    request = dg.RunRequest(run_key=f"{landing}:dup", partition_key="twice",
-                            run_config={"ops": {"rollouts": {"config": {"path": str(landing)}}}})
+    request = dg.RunRequest(
+        run_key=f"{landing}:dup",
+        partition_key="twice",
+        run_config={"ops": {"rollouts": {"config": {"path": str(landing)}}}},
+    )
     _execute(driver, "ingest_rollouts", request.partition_key, request.run_config)
     assert _count(driver.store, "rollouts", "twice") == B * G
     # Re-deliver the same file (same bytes, new mtime): the sensor's cursor skips it ...
     landing.write_bytes(landing.read_bytes())
-    assert sensor(dg.build_sensor_context(instance=driver.instance, cursor=cursor, definitions=driver.defs,
-                                          resources=dict(driver.defs.resources))).run_requests == []
+    assert (
+        sensor(
+            dg.build_sensor_context(
+                instance=driver.instance,
+                cursor=cursor,
+                definitions=driver.defs,
+                resources=dict(driver.defs.resources),
+            )
+        ).run_requests
+        == []
+    )
     # ... and without a cursor the ledger does.
     assert sensor(context).run_requests == []
     assert _count(driver.store, "rollouts", "twice") == B * G
@@ -99,9 +123,18 @@ def _rewrite(path, change):
     [
         # (how the step file is damaged, what the quarantine reason must say)
         (_truncate, "not a readable Parquet file"),
-        (lambda p: _rewrite(p, lambda t: t.drop(columns=["reward"])), "missing required column(s) ['reward']"),
-        (lambda p: _rewrite(p, lambda t: t.assign(reward=[3.0] + [0.0] * (len(t) - 1))), "'reward' outside [0, 1]"),
-        (lambda p: _rewrite(p, lambda t: t.assign(task_id=["no/such/task"] + t.task_id.tolist()[1:])), "unknown task id"),
+        (
+            lambda p: _rewrite(p, lambda t: t.drop(columns=["reward"])),
+            "missing required column(s) ['reward']",
+        ),
+        (
+            lambda p: _rewrite(p, lambda t: t.assign(reward=[3.0] + [0.0] * (len(t) - 1))),
+            "'reward' outside [0, 1]",
+        ),
+        (
+            lambda p: _rewrite(p, lambda t: t.assign(task_id=["no/such/task"] + t.task_id.tolist()[1:])),
+            "unknown task id",
+        ),
     ],
     ids=["truncated", "missing_column", "reward_3", "unknown_task"],
 )
@@ -149,8 +182,13 @@ def test_campaign_killed_between_ingest_and_next_batch_resumes_exactly(driver, m
     # The same campaign without the crash, in another campaign id, gives identical batches and rewards.
     reference = _config("nocrash", steps=4)
     run_campaign(reference, driver)
-    for sql in ("SELECT step, task_id, role FROM batches WHERE campaign_id = '{}' ORDER BY step, position",
-                "SELECT step, task_id, rollout_idx, reward FROM rollouts WHERE campaign_id = '{}' ORDER BY ALL"):
-        crashed, clean = _table(driver.store, sql.format("crash")), _table(driver.store, sql.format("nocrash"))
+    for sql in (
+        "SELECT step, task_id, role FROM batches WHERE campaign_id = '{}' ORDER BY step, position",
+        "SELECT step, task_id, rollout_idx, reward FROM rollouts WHERE campaign_id = '{}' ORDER BY ALL",
+    ):
+        crashed, clean = (
+            _table(driver.store, sql.format("crash")),
+            _table(driver.store, sql.format("nocrash")),
+        )
         assert len(crashed) > 0 and crashed.equals(clean)
     assert _count(driver.store, "rollouts", "crash") == B * G * 4

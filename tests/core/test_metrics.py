@@ -1,0 +1,56 @@
+import numpy as np
+import pandas as pd
+import pytest
+from task_frames import group, make_tasks
+
+from envsched_core import TaskCatalog, batch_metrics
+from envsched_core import metrics as M
+
+
+def test_metrics_batch_hand_computed():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=2, per_env=3))
+    batch = pd.DataFrame(
+        {
+            "task_id": ["e0-t0", "e0-t1", "e1-t0", "e1-t1"],
+            "env_id": ["env0", "env0", "env1", "env1"],
+            "role": ["exploit", "exploit", "coverage", "oversample"],
+        }
+    )
+    rollouts = pd.concat(
+        [
+            group("e0-t0", 1, [1, 0, 1, 0]),  # variance 0.25, mean 0.5
+            group("e0-t1", 1, [0, 0, 0, 0]),  # variance 0, mean 0
+            group("e1-t0", 1, [1, 1, 1, 0]),  # variance 0.1875, mean 0.75
+            group("e1-t1", 1, [1, 0, 0, 0]),  # over-sampled: spent, not selected
+            group("e1-t2", 1, [1, 0, 0, 0]),  # not in the batch: ignored
+        ],
+        ignore_index=True,
+    )
+    out = batch_metrics(batch, rollouts, catalog)
+    assert out[M.MEAN_VARIANCE] == pytest.approx((0.25 + 0 + 0.1875) / 3)
+    assert out[M.MEDIAN_VARIANCE] == pytest.approx(0.1875)
+    assert out[M.MEDIAN_REWARD] == pytest.approx(0.5)
+    assert out[M.ENVS_PER_BATCH] == 2
+    rows = catalog.indices_of(["e0-t0", "e0-t1", "e1-t0"])
+    assert out[M.TOOLS_PER_BATCH] == len(set(np.concatenate([catalog.tools[r].indices for r in rows])))
+    # batch reference: 75th percentile of (0.25, 0, 0.1875) = 0.21875; e0-t0 hits, e0-t1 does not
+    assert out[M.EXPLOIT_HIT_RATE] == pytest.approx(0.5)
+    assert out[M.ROLLOUTS_SPENT] == 16
+
+
+def test_metrics_hit_rate_uses_reference_pool_and_tools_used_column():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=1, per_env=2))
+    batch = pd.DataFrame({"task_id": ["e0-t0", "e0-t1"], "env_id": "env0", "role": ["exploit", "exploit"]})
+    rollouts = pd.concat([group("e0-t0", 1, [1, 0]), group("e0-t1", 1, [1, 1, 1, 0])], ignore_index=True)
+    rollouts["tools_used"] = [["a"], ["a", "b"], [], ["c"], ["a"], []]
+    out = batch_metrics(batch, rollouts, catalog, reference_variance=np.array([0.0, 0.0, 0.0, 0.1]))
+    assert out[M.EXPLOIT_HIT_RATE] == 1.0  # both realised variances exceed the pool's top-quartile cut
+    assert out[M.TOOLS_PER_BATCH] == 3
+
+
+def test_metrics_missing_column_raises():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=1, per_env=2))
+    with pytest.raises(ValueError, match="role"):
+        batch_metrics(
+            pd.DataFrame({"task_id": ["e0-t0"], "env_id": ["env0"]}), group("e0-t0", 1, [1]), catalog
+        )

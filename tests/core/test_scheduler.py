@@ -1,0 +1,138 @@
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+from task_frames import group, make_tasks, rollouts_for
+
+from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, build_cross_edges, build_within_edges
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=12))
+
+
+@pytest.fixture(scope="module")
+def success(catalog):
+    """A fixed success probability per task: a quarter of them mixed, the rest mostly fail."""
+    rng = np.random.default_rng(1)
+    p = np.where(rng.random(len(catalog)) < 0.25, rng.uniform(0.3, 0.7, len(catalog)), 0.02)
+    return dict(zip(catalog.task_ids, p, strict=True))
+
+
+def run(sched, success, steps, first=1):
+    batches = []
+    for step in range(first, first + steps):
+        batch = sched.select(step)
+        sched.observe(rollouts_for(batch, step, success))
+        batches.append(batch)
+    return batches
+
+
+def test_scheduler_cold_start_is_all_coverage(catalog):
+    batch = EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0).select(1)
+    assert len(batch) == 16 and set(batch["role"]) == {"coverage"}
+    assert list(batch.columns) == ["task_id", "env_id", "role", "predicted_variance"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"batch_size": 8, "k_within": 2, "k_cross": 2},
+        {"rho": 1.0},  # coverage-only ablation
+        {"use_cross_edges": False},  # within-only ablation
+        {"use_within_edges": False, "eta": 0.0},  # cross-only ablation
+    ],
+)
+def test_scheduler_quota_and_no_duplicates_always_hold(catalog, success, seed, changes):
+    cfg = SchedulerConfig(**{"batch_size": 16, **changes})
+    sched = EnvSched(catalog, cfg, seed=seed)
+    for step, batch in enumerate(run(sched, success, 6), start=1):
+        assert len(batch) == cfg.batch_size
+        assert not batch["task_id"].duplicated().any()
+        assert batch["env_id"].value_counts().max() <= cfg.env_quota
+        assert (batch["role"] == "exploit").sum() == (0 if step == 1 else cfg.n_exploit)
+
+
+def test_scheduler_exploits_tasks_seen_with_variance(catalog, success):
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0)
+    first = sched.select(1)
+    mixed = first.loc[[success[t] > 0.1 for t in first["task_id"]], "task_id"]
+    sched.observe(rollouts_for(first, 1, {t: (0.5 if t in set(mixed) else 0.0) for t in first["task_id"]}))
+    exploit = sched.select(2).query("role == 'exploit'")
+    assert set(mixed) <= set(exploit["task_id"])  # every task that showed variance is picked again
+
+
+def test_scheduler_coverage_spreads_over_environments(catalog):
+    batch = EnvSched(catalog, SchedulerConfig(batch_size=10), seed=0).select(1)
+    assert batch["env_id"].nunique() == 10  # the new-environment bonus puts one task in each
+
+
+def test_scheduler_state_dict_round_trip_gives_identical_next_batches(catalog, success):
+    cfg = SchedulerConfig(batch_size=16, refit_min_pairs=20, refit_window=50)
+    original = EnvSched(catalog, cfg, seed=3)
+    run(original, success, 3)
+    state = copy.deepcopy(original.state_dict())
+    resumed = EnvSched(catalog, cfg, seed=99)  # a different seed: everything must come from the state
+    resumed.load_state_dict(state)
+    for step in (4, 5):
+        a, b = original.select(step), resumed.select(step)
+        pd.testing.assert_frame_equal(a, b)
+        original.observe(rollouts_for(a, step, success))
+        resumed.observe(rollouts_for(b, step, success))
+    pd.testing.assert_frame_equal(original.predict(), resumed.predict())
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (group("no-such-task", 2, [1, 0]), "unknown.*no-such-task"),
+        (group("e0-t0", 2, [1, 1.5]), "reward must be in \\[0, 1\\].*1.5"),
+        (group("e0-t0", 2, [1, float("nan")]), "reward must be in \\[0, 1\\]"),
+        (group("e0-t0", 2, [1, 0]).drop(columns="step"), "missing column.*'step'"),
+        (group("e0-t0", 2, [1, 0]).assign(step=-1), "step must be a non-negative integer"),
+    ],
+)
+def test_scheduler_observe_bad_input_raises_and_changes_no_state(catalog, success, bad, message):
+    cfg = SchedulerConfig(batch_size=16)
+    sched, control = EnvSched(catalog, cfg, seed=0), EnvSched(catalog, cfg, seed=0)
+    run(sched, success, 1)
+    run(control, success, 1)
+    mixed = pd.concat(
+        [group("e1-t1", 2, [1, 0])[bad.columns], bad], ignore_index=True
+    )  # no good row slips in
+    with pytest.raises(ValueError, match=message):
+        sched.observe(mixed)
+    pd.testing.assert_frame_equal(sched.predict(), control.predict())
+    pd.testing.assert_frame_equal(sched.select(2), control.select(2))
+
+
+def test_scheduler_select_rejects_bad_step(catalog):
+    with pytest.raises(ValueError, match="step must be a non-negative integer"):
+        EnvSched(catalog, SchedulerConfig(batch_size=4), seed=0).select(-3)
+
+
+def test_scheduler_from_precomputed_edges_matches_built_graph(catalog, success):
+    cfg = SchedulerConfig(batch_size=16, cross_refresh_every=0)
+    built = EnvSched(catalog, cfg, seed=0)
+    loaded = EnvSched(
+        catalog,
+        cfg,
+        seed=0,
+        within_edges=build_within_edges(catalog, cfg),
+        cross_edges=build_cross_edges(catalog, None, cfg),
+    )
+    for a, b in zip(run(built, success, 3), run(loaded, success, 3), strict=True):
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_scheduler_predict_reports_every_task(catalog, success):
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0)
+    seen = set(pd.concat(run(sched, success, 2))["task_id"])
+    pred = sched.predict()
+    assert list(pred.columns) == ["task_id", "predicted_variance", "uncertainty", "own", "within", "cross"]
+    assert len(pred) == len(catalog) and pred["predicted_variance"].between(0, 0.25).all()
+    assert set(pred.loc[pred["own"].notna(), "task_id"]) == seen  # own history exactly for observed tasks
