@@ -2,7 +2,6 @@
 
 import dagster as dg
 
-
 refresh_catalog = dg.define_asset_job(
     "refresh_catalog",
     selection=dg.AssetSelection.groups("catalog"),

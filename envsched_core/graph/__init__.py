@@ -1,6 +1,7 @@
 """The dual-relation graph: within-environment edges W and cross-environment edges X."""
 
 from .cross import (
+    build_cross_candidates,
     build_cross_edges,
     candidate_matrix,
     cross_candidates,
