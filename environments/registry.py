@@ -19,6 +19,7 @@ SourceFactory = Callable[..., EnvironmentSource]
 
 _BUILTIN: dict[str, str] = {
     "bfcl_v3_multi_turn": "environments.bfcl:BfclMultiTurnSource",
+    "synthetic": "environments.synthetic:SyntheticSource",
 }
 _registered: dict[str, SourceFactory] = {}
 
