@@ -91,9 +91,14 @@ def envs_list() -> None:
 @click.option("--source", required=True, help="Registered source name or module:Class.")
 @click.option("--option", "options", multiple=True, help="Source constructor option key=value (repeatable).")
 @click.option("--limit", type=int, default=None, help="Only the first N tasks.")
-@click.option("--envs", type=int, default=None, help="Number of environments (source option envs; synthetic).")
 @click.option(
-    "--tasks-per-env", type=int, default=None, help="Tasks per environment (source option tasks_per_env; synthetic)."
+    "--envs", type=int, default=None, help="Number of environments (source option envs; synthetic)."
+)
+@click.option(
+    "--tasks-per-env",
+    type=int,
+    default=None,
+    help="Tasks per environment (source option tasks_per_env; synthetic).",
 )
 def verify_gold_command(
     source: str, options: tuple[str, ...], limit: int | None, envs: int | None, tasks_per_env: int | None

@@ -165,9 +165,16 @@ def check_record(
     return None
 
 
+def text_match(value: str, needle_lower: str) -> bool:
+    """How search tools match text filters: case-insensitive substring."""
+    return needle_lower in value.lower()
+
+
 def _record(state: State, table: TableSpec, rid: Any) -> dict:
     if not isinstance(rid, str):
-        raise _CallError(f"wrong type for the {table.singular} id: expected a string, got {type(rid).__name__}")
+        raise _CallError(
+            f"wrong type for the {table.singular} id: expected a string, got {type(rid).__name__}"
+        )
     record = state[table.name].get(rid)
     if record is None:
         raise _CallError(f"unknown {table.singular} id {rid!r}")
@@ -214,7 +221,7 @@ def _search(world, state, table, tool, names, args) -> ToolResult:
     found = [
         {"id": rid, **rec}
         for rid, rec in state[table.name].items()
-        if all((needle in rec[arg].lower()) if text else rec[arg] == needle for arg, needle, text in filters)
+        if all(text_match(rec[arg], needle) if text else rec[arg] == needle for arg, needle, text in filters)
     ]
     return _ok(found)
 
@@ -239,7 +246,9 @@ def _update(world, state, table, tool, names, args) -> ToolResult:
     record = _record(state, table, rid)
     _guard(table, tool, rid, record)
     changes = {
-        arg: validate(world, state, table.field(names[arg]), value) for arg, value in args.items() if arg != tool.id_param
+        arg: validate(world, state, table.field(names[arg]), value)
+        for arg, value in args.items()
+        if arg != tool.id_param
     }
     if not changes:
         raise _CallError(f"{tool.name} needs at least one of {[n for n in names if n != tool.id_param]}")
@@ -297,7 +306,9 @@ def _transfer(world, state, table, tool, names, args) -> ToolResult:
     source_id, target_id = args[f"from_{tool.id_param}"], args[f"to_{tool.id_param}"]
     source, target = _record(state, table, source_id), _record(state, table, target_id)
     if source_id == target_id:
-        raise _CallError(f"constraint violated: cannot {tool.verb} from {table.singular} {source_id} to itself")
+        raise _CallError(
+            f"constraint violated: cannot {tool.verb} from {table.singular} {source_id} to itself"
+        )
     amount = _amount(table, tool, args["amount"])
     _guard(table, tool, source_id, source)
     _guard(table, tool, target_id, target)

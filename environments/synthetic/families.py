@@ -103,8 +103,18 @@ def _ticketing(rng: random.Random, theme: Theme) -> tuple[list[TableSpec], list[
     tools += _readers(rng, person, ("name", "team", "available"))
     if rng.random() < 0.5:
         pe = snake(person.singular)
-        tools.append(ToolDef(f"set_{pe}_{person.field('available').name}", "set_available", "update",
-                             "person", "", id_param=f"{pe}_id", fields=("available",), required=("available",)))
+        tools.append(
+            ToolDef(
+                f"set_{pe}_{person.field('available').name}",
+                "set_available",
+                "update",
+                "person",
+                "",
+                id_param=f"{pe}_id",
+                fields=("available",),
+                required=("available",),
+            )
+        )
     return [person, item], tools, {}
 
 
@@ -174,7 +184,9 @@ def _booking(rng: random.Random, theme: Theme) -> tuple[list[TableSpec], list[To
     ])  # fmt: skip
     bk = snake(booking.singular)
     book, cancel = _verb(rng, "book", "reserve", "schedule"), _verb(rng, "cancel", "release")
-    tools = _readers(rng, resource, ("name", "kind")) + _readers(rng, booking, ("guest", "resource", "day", "status"))
+    tools = _readers(rng, resource, ("name", "kind")) + _readers(
+        rng, booking, ("guest", "resource", "day", "status")
+    )
     tools += [
         ToolDef(f"{book[0]}_{snake(resource.singular)}", "create", "create", "booking", "",
                 fields=("guest", "resource", "day", "slot", "size"),
@@ -238,8 +250,19 @@ def _ledger(rng: random.Random, theme: Theme) -> tuple[list[TableSpec], list[Too
         ToolDef(f"list_{entry.name}", "search_entry", "search", "entry", "", fields=("account", "kind")),
     ]  # fmt: skip
     if rng.random() < 0.5:
-        tools.append(ToolDef(f"change_{ac}_{account.field('tier').name}", "change_tier", "update", "account", "",
-                             id_param=f"{ac}_id", fields=("tier",), required=("tier",), guard=not_frozen))
+        tools.append(
+            ToolDef(
+                f"change_{ac}_{account.field('tier').name}",
+                "change_tier",
+                "update",
+                "account",
+                "",
+                id_param=f"{ac}_id",
+                fields=("tier",),
+                required=("tier",),
+                guard=not_frozen,
+            )
+        )
     samplers = {
         ("account", "balance"): lambda r, s: r.choice((0, r.randint(1, 100), r.randint(100, 5000))),
         ("account", "frozen"): lambda r, s: r.random() < 0.15,

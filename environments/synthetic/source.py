@@ -80,7 +80,9 @@ class SyntheticSource(EnvironmentSource):
     ):
         for option, value in (("envs", envs), ("tasks_per_env", tasks_per_env)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"synthetic source: option {option} must be a positive integer, got {value!r}")
+                raise ValueError(
+                    f"synthetic source: option {option} must be a positive integer, got {value!r}"
+                )
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"synthetic source: option seed must be an integer, got {seed!r}")
         if families is None:
@@ -102,7 +104,9 @@ class SyntheticSource(EnvironmentSource):
         """Environment ``index`` (its family by default the round-robin one of this source's families)."""
         return self._world_and_specs(index, family, seed)[0]
 
-    def _world_and_specs(self, index: int, family: str | None, seed: int | None) -> tuple[World, list[ToolSpec]]:
+    def _world_and_specs(
+        self, index: int, family: str | None, seed: int | None
+    ) -> tuple[World, list[ToolSpec]]:
         family = family or self.families[index % len(self.families)]
         seed = self.seed if seed is None else seed
         key = (seed, index, family)
@@ -133,7 +137,9 @@ class SyntheticSource(EnvironmentSource):
             "tables": sizes,
             "tool_roles": {tool.name: tool.role for tool in spec.tools},
         }
-        return EnvironmentInfo(spec.env_id, SOURCE, f"{spec.theme} #{index}", description, tuple(specs), metadata)
+        return EnvironmentInfo(
+            spec.env_id, SOURCE, f"{spec.theme} #{index}", description, tuple(specs), metadata
+        )
 
     def load(self) -> SourceCatalog:
         environments, tasks = [], []

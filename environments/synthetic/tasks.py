@@ -69,15 +69,22 @@ class _Planner:
         label = table.field(table.label)
         if search and label.type == "str" and self.rng.random() < 0.7:
             value = self.state[table.name][rid][label.name]
-            call = ToolCall(search.name, {label.name: value})
-            found = self.run(call)
-            if len(found) == 1 and found[0]["id"] == rid:
-                calls.append(call)
+            needle = value.lower()
+            # What the search call will return, computed directly (the call itself is replayed later).
+            found = [
+                other
+                for other, rec in self.state[table.name].items()
+                if backend.text_match(rec[label.name], needle)
+            ]
+            if found == [rid]:
+                calls.append(ToolCall(search.name, {label.name: value}))
                 return text.by_label(self.rng, table, value)
         return text.by_id(self.rng, table, rid)
 
     # -- values ------------------------------------------------------------------------------------
-    def new_value(self, table: TableSpec, spec: FieldSpec, current: Any, calls: list[ToolCall]) -> tuple[Any, str]:
+    def new_value(
+        self, table: TableSpec, spec: FieldSpec, current: Any, calls: list[ToolCall]
+    ) -> tuple[Any, str]:
         """(argument value, its phrase in the text) for ``spec``, different from ``current``."""
         rng = self.rng
         if spec.type == "ref":
@@ -108,7 +115,10 @@ class _Planner:
         for check in table.checks:
             if check.kind == "ref_requires" and check.fields[0] == spec.role:
                 target = self.world.tables_by_role[spec.ref]
-                return self.state[target.name][target_id][target.field(check.fields[1]).name] in check.scope_values
+                return (
+                    self.state[target.name][target_id][target.field(check.fields[1]).name]
+                    in check.scope_values
+                )
         return True
 
     # -- steps -------------------------------------------------------------------------------------
@@ -125,7 +135,9 @@ class _Planner:
                 if role == table.label or (role not in tool.required and rng.random() < 0.5):
                     continue
                 args[spec.name], phrase = self.new_value(table, spec, None, calls)
-                pairs.append(text.ref_pair(spec.words, phrase) if spec.type == "ref" else (spec.words, phrase))
+                pairs.append(
+                    text.ref_pair(spec.words, phrase) if spec.type == "ref" else (spec.words, phrase)
+                )
             calls.append(ToolCall(tool.name, args))
             step.clause = text.create_clause(rng, tool, table, label_value, pairs)
             return step
@@ -141,7 +153,9 @@ class _Planner:
             source_text = self.mention(table, source, calls)
             target_text = self.mention(table, target, calls)
             name = tool.id_param
-            calls.append(ToolCall(tool.name, {f"from_{name}": source, f"to_{name}": target, "amount": amount}))
+            calls.append(
+                ToolCall(tool.name, {f"from_{name}": source, f"to_{name}": target, "amount": amount})
+            )
             step.clause = text.transfer_clause(rng, tool, source_text, target_text, amount, self._unit(spec))
             return step
         candidates = [rid for rid in self.rows(table, tool) if rid not in self.touched]
@@ -152,7 +166,9 @@ class _Planner:
         target = self.mention(table, rid, calls)
         args: dict[str, Any] = {tool.id_param: rid}
         if tool.kind == "update":
-            roles = list(tool.required) or rng.sample(tool.fields, rng.choice((1, 1, 2)) if len(tool.fields) > 1 else 1)
+            roles = list(tool.required) or rng.sample(
+                tool.fields, rng.choice((1, 1, 2)) if len(tool.fields) > 1 else 1
+            )
             pairs = []
             for role in roles:
                 spec = table.field(role)
@@ -204,7 +220,8 @@ def generate_task(world: World, task_index: int) -> Task:
     turns = _split_turns(rng, steps)
     person = rng.choice(_PEOPLE)
     user_turns = tuple(
-        text.turn_text(rng, [s.clause for s in turn], i == 0, spec.theme, person) for i, turn in enumerate(turns)
+        text.turn_text(rng, [s.clause for s in turn], i == 0, spec.theme, person)
+        for i, turn in enumerate(turns)
     )
     gold = tuple(tuple(call for s in turn for call in s.calls) for turn in turns)
     goal = state_diff(world.initial, planner.state)
@@ -259,5 +276,9 @@ def _state_fields(initial: State, goal: dict) -> tuple[str, ...]:
         for rid, rec in changes.items():
             before = initial[table].get(rid) or {}
             after = rec or {}
-            fields.update(f"{table}.{name}" for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+            fields.update(
+                f"{table}.{name}"
+                for name in before.keys() | after.keys()
+                if before.get(name) != after.get(name)
+            )
     return tuple(sorted(fields))

@@ -15,7 +15,9 @@ from environments.synthetic.vocabulary import CLOSERS, CONNECTORS, FOLLOW_UPS, O
 
 
 def by_id(rng: random.Random, table: TableSpec, rid: str) -> str:
-    return rng.choice((f"{table.singular} {rid}", f"the {table.singular} with id {rid}", f"{table.singular} #{rid}"))
+    return rng.choice(
+        (f"{table.singular} {rid}", f"the {table.singular} with id {rid}", f"{table.singular} #{rid}")
+    )
 
 
 def by_label(rng: random.Random, table: TableSpec, label: str) -> str:
@@ -38,7 +40,7 @@ def value_phrase(spec: FieldSpec, value: Any) -> str:
 
 
 def _assignments(rng: random.Random, pairs: list[tuple[str | None, str]], link: str) -> str:
-    """"priority 3 and channel chat"; a pair without a field name is already a whole phrase."""
+    """ "priority 3 and channel chat"; a pair without a field name is already a whole phrase."""
     parts = [value if field is None else f"{field}{link}{value}" for field, value in pairs]
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
@@ -77,11 +79,15 @@ def update_clause(rng: random.Random, tool: ToolDef, target: str, pairs) -> str:
 
 
 def set_clause(rng: random.Random, tool: ToolDef, target: str) -> str:
-    return rng.choice((f"{tool.verb} {target}", f"make sure {target} is {tool.past}", f"get {target} {tool.past}"))
+    return rng.choice(
+        (f"{tool.verb} {target}", f"make sure {target} is {tool.past}", f"get {target} {tool.past}")
+    )
 
 
 def delete_clause(rng: random.Random, tool: ToolDef, target: str) -> str:
-    return rng.choice((f"{tool.verb} {target}", f"make sure {target} gets {tool.past}", f"{tool.verb} {target} for good"))
+    return rng.choice(
+        (f"{tool.verb} {target}", f"make sure {target} gets {tool.past}", f"{tool.verb} {target} for good")
+    )
 
 
 def adjust_clause(rng: random.Random, tool: ToolDef, target: str, field: str, amount, unit: str) -> str:

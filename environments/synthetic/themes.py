@@ -34,10 +34,30 @@ TICKETING = (
         {"item": ("ticket", "tickets", "TCK"), "person": ("technician", "technicians", "TEC")},
         {
             "item": _problems(
-                ("VPN", "Laptop", "Printer", "Email", "Wi-Fi", "Monitor", "Shared drive", "Calendar",
-                 "Docking station", "Headset", "Password manager", "Phone"),
-                ("not connecting", "keeps crashing", "very slow", "shows an error", "needs replacing",
-                 "access request", "stopped syncing", "makes a noise"),
+                (
+                    "VPN",
+                    "Laptop",
+                    "Printer",
+                    "Email",
+                    "Wi-Fi",
+                    "Monitor",
+                    "Shared drive",
+                    "Calendar",
+                    "Docking station",
+                    "Headset",
+                    "Password manager",
+                    "Phone",
+                ),
+                (
+                    "not connecting",
+                    "keeps crashing",
+                    "very slow",
+                    "shows an error",
+                    "needs replacing",
+                    "access request",
+                    "stopped syncing",
+                    "makes a noise",
+                ),
             ),  # fmt: skip
             "person": _PEOPLE,
         },
@@ -48,10 +68,28 @@ TICKETING = (
         {"item": ("bug", "bugs", "BUG"), "person": ("developer", "developers", "DEV")},
         {
             "item": _problems(
-                ("Login form", "Search results", "Checkout", "Export to CSV", "Dark mode", "Settings page",
-                 "Upload dialog", "Notifications", "Dashboard chart", "API pagination"),
-                ("crashes on submit", "renders blank", "ignores filters", "times out", "shows stale data",
-                 "breaks on mobile", "double-counts items", "loses input"),
+                (
+                    "Login form",
+                    "Search results",
+                    "Checkout",
+                    "Export to CSV",
+                    "Dark mode",
+                    "Settings page",
+                    "Upload dialog",
+                    "Notifications",
+                    "Dashboard chart",
+                    "API pagination",
+                ),
+                (
+                    "crashes on submit",
+                    "renders blank",
+                    "ignores filters",
+                    "times out",
+                    "shows stale data",
+                    "breaks on mobile",
+                    "double-counts items",
+                    "loses input",
+                ),
             ),  # fmt: skip
             "person": _PEOPLE,
         },
@@ -62,10 +100,28 @@ TICKETING = (
         {"item": ("work order", "work orders", "WO"), "person": ("caretaker", "caretakers", "CRT")},
         {
             "item": _problems(
-                ("Lift", "Kitchen tap", "Meeting room blinds", "Heating", "Front door", "Car park barrier",
-                 "Fire alarm panel", "Office lights", "Water cooler", "Bike shed lock"),
-                ("is broken", "leaks", "is stuck", "needs servicing", "makes a noise", "won't switch off",
-                 "is flickering", "needs replacing"),
+                (
+                    "Lift",
+                    "Kitchen tap",
+                    "Meeting room blinds",
+                    "Heating",
+                    "Front door",
+                    "Car park barrier",
+                    "Fire alarm panel",
+                    "Office lights",
+                    "Water cooler",
+                    "Bike shed lock",
+                ),
+                (
+                    "is broken",
+                    "leaks",
+                    "is stuck",
+                    "needs servicing",
+                    "makes a noise",
+                    "won't switch off",
+                    "is flickering",
+                    "needs replacing",
+                ),
             ),  # fmt: skip
             "person": _PEOPLE,
         },
@@ -76,10 +132,27 @@ TICKETING = (
         {"item": ("incident", "incidents", "INC"), "person": ("analyst", "analysts", "ANL")},
         {
             "item": _problems(
-                ("Phishing email", "Suspicious login", "Malware alert", "Port scan", "Data leak report",
-                 "Lost badge", "Expired certificate", "Firewall rule change", "Unknown USB device"),
-                ("from finance", "on the web server", "at the branch office", "on a VPN account",
-                 "in the build system", "on the HR laptop", "reported by a customer", "overnight"),
+                (
+                    "Phishing email",
+                    "Suspicious login",
+                    "Malware alert",
+                    "Port scan",
+                    "Data leak report",
+                    "Lost badge",
+                    "Expired certificate",
+                    "Firewall rule change",
+                    "Unknown USB device",
+                ),
+                (
+                    "from finance",
+                    "on the web server",
+                    "at the branch office",
+                    "on a VPN account",
+                    "in the build system",
+                    "on the HR laptop",
+                    "reported by a customer",
+                    "overnight",
+                ),
             ),  # fmt: skip
             "person": _PEOPLE,
         },
@@ -90,10 +163,28 @@ TICKETING = (
         {"item": ("case", "cases", "CAS"), "person": ("agent", "agents", "AGT")},
         {
             "item": _problems(
-                ("Refund", "Late delivery", "Damaged parcel", "Wrong size", "Billing", "Account access",
-                 "Subscription", "Warranty", "Gift card", "Loyalty points"),
-                ("question", "complaint", "escalation", "follow-up", "dispute", "request", "for order 1187",
-                 "from a VIP customer"),
+                (
+                    "Refund",
+                    "Late delivery",
+                    "Damaged parcel",
+                    "Wrong size",
+                    "Billing",
+                    "Account access",
+                    "Subscription",
+                    "Warranty",
+                    "Gift card",
+                    "Loyalty points",
+                ),
+                (
+                    "question",
+                    "complaint",
+                    "escalation",
+                    "follow-up",
+                    "dispute",
+                    "request",
+                    "for order 1187",
+                    "from a VIP customer",
+                ),
             ),  # fmt: skip
             "person": _PEOPLE,
         },
@@ -107,9 +198,21 @@ INVENTORY = (
         {"item": ("product", "products", "PRD"), "location": ("warehouse", "warehouses", "WH")},
         {
             "item": tuple(
-                combos(("Cordless", "Steel", "Compact", "Heavy-duty", "Mini", "Pro", "Folding", "Magnetic"),
-                       ("drill", "hammer", "ladder", "wrench", "saw", "tape measure", "sander", "toolbox",
-                        "clamp", "level"))
+                combos(
+                    ("Cordless", "Steel", "Compact", "Heavy-duty", "Mini", "Pro", "Folding", "Magnetic"),
+                    (
+                        "drill",
+                        "hammer",
+                        "ladder",
+                        "wrench",
+                        "saw",
+                        "tape measure",
+                        "sander",
+                        "toolbox",
+                        "clamp",
+                        "level",
+                    ),
+                )
             ),  # fmt: skip
             "location": tuple(f"{w} Depot" for w in PLACE_WORDS),
         },
@@ -120,9 +223,19 @@ INVENTORY = (
         {"item": ("medicine", "medicines", "MED"), "location": ("branch", "branches", "BR")},
         {
             "item": tuple(
-                combos(("Ibuprofen", "Paracetamol", "Cetirizine", "Loratadine", "Omeprazole", "Vitamin D",
-                        "Zinc", "Aspirin"), ("tablets 200mg", "capsules", "syrup", "tablets 500mg",
-                                             "soluble", "gel", "drops"))
+                combos(
+                    (
+                        "Ibuprofen",
+                        "Paracetamol",
+                        "Cetirizine",
+                        "Loratadine",
+                        "Omeprazole",
+                        "Vitamin D",
+                        "Zinc",
+                        "Aspirin",
+                    ),
+                    ("tablets 200mg", "capsules", "syrup", "tablets 500mg", "soluble", "gel", "drops"),
+                )
             ),  # fmt: skip
             "location": tuple(f"{w} Pharmacy" for w in PLACE_WORDS),
         },
@@ -133,10 +246,29 @@ INVENTORY = (
         {"item": ("book", "books", "BK"), "location": ("shelf", "shelves", "SH")},
         {
             "item": tuple(
-                combos(("The Silent", "A Brief History of", "The Lost", "Notes on", "The Last",
-                        "Under the", "Beyond the", "The Hidden"),
-                       ("River", "Garden", "Empire", "Mountain", "Lighthouse", "Machine", "Orchard", "Sea",
-                        "Winter"))
+                combos(
+                    (
+                        "The Silent",
+                        "A Brief History of",
+                        "The Lost",
+                        "Notes on",
+                        "The Last",
+                        "Under the",
+                        "Beyond the",
+                        "The Hidden",
+                    ),
+                    (
+                        "River",
+                        "Garden",
+                        "Empire",
+                        "Mountain",
+                        "Lighthouse",
+                        "Machine",
+                        "Orchard",
+                        "Sea",
+                        "Winter",
+                    ),
+                )
             ),  # fmt: skip
             "location": tuple(f"{w} shelf" for w in NAME_WORDS),
         },
@@ -147,9 +279,20 @@ INVENTORY = (
         {"item": ("part", "parts", "PRT"), "location": ("storeroom", "storerooms", "ST")},
         {
             "item": tuple(
-                combos(("Carbon", "Alloy", "Tubeless", "Gravel", "Road", "Mountain", "Folding", "E-bike"),
-                       ("wheel", "saddle", "chain", "brake pads", "handlebar", "pedals", "tyre", "derailleur",
-                        "crankset"))
+                combos(
+                    ("Carbon", "Alloy", "Tubeless", "Gravel", "Road", "Mountain", "Folding", "E-bike"),
+                    (
+                        "wheel",
+                        "saddle",
+                        "chain",
+                        "brake pads",
+                        "handlebar",
+                        "pedals",
+                        "tyre",
+                        "derailleur",
+                        "crankset",
+                    ),
+                )
             ),  # fmt: skip
             "location": tuple(f"{w} storeroom" for w in PLACE_WORDS),
         },
@@ -173,7 +316,10 @@ BOOKING = (
     Theme(
         "car rental agency",
         {"resource": ("vehicle", "vehicles", "VEH"), "booking": ("rental", "rentals", "RNT")},
-        {"resource": tuple(f"{w} {m}" for w in NAME_WORDS[:10] for m in ("hatchback", "van")), "booking": _PEOPLE},
+        {
+            "resource": tuple(f"{w} {m}" for w in NAME_WORDS[:10] for m in ("hatchback", "van")),
+            "booking": _PEOPLE,
+        },
         {"kind": ("compact", "estate", "van", "electric")},
     ),
     Theme(
@@ -215,4 +361,6 @@ LEDGER = (
     ),
 )
 
-THEMES_BY_NAME: dict[str, Theme] = {theme.name: theme for group in (TICKETING, INVENTORY, BOOKING, LEDGER) for theme in group}
+THEMES_BY_NAME: dict[str, Theme] = {
+    theme.name: theme for group in (TICKETING, INVENTORY, BOOKING, LEDGER) for theme in group
+}
