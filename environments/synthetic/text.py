@@ -39,7 +39,7 @@ def value_phrase(spec: FieldSpec, value: Any) -> str:
     return str(value)
 
 
-def _assignments(rng: random.Random, pairs: list[tuple[str | None, str]], link: str) -> str:
+def _assignments(pairs: list[tuple[str | None, str]], link: str) -> str:
     """ "priority 3 and channel chat"; a pair without a field name is already a whole phrase."""
     parts = [value if field is None else f"{field}{link}{value}" for field, value in pairs]
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
@@ -55,10 +55,10 @@ def create_clause(rng: random.Random, tool: ToolDef, table: TableSpec, label: st
     head = f"{tool.verb} a new {table.singular} {table.label_phrase.format(label)}"
     if not pairs:
         return head
-    with_form = f"{head} with {_assignments(rng, pairs, ' ')}"
+    with_form = f"{head} with {_assignments(pairs, ' ')}"
     if any(field is None for field, _ in pairs):
         return with_form
-    return rng.choice((with_form, f"{head}; set its {_assignments(rng, pairs, ' to ')}"))
+    return rng.choice((with_form, f"{head}; set its {_assignments(pairs, ' to ')}"))
 
 
 def update_clause(rng: random.Random, tool: ToolDef, target: str, pairs) -> str:
@@ -71,10 +71,10 @@ def update_clause(rng: random.Random, tool: ToolDef, target: str, pairs) -> str:
     if tool.role == "set_available":
         return rng.choice((f"mark {target} as {pairs[0][1]}", f"record that {target} is now {pairs[0][1]}"))
     return rng.choice((
-        f"change the {_assignments(rng, pairs, ' of ' + target + ' to ')}" if len(pairs) == 1
-        else f"change {target}: {_assignments(rng, pairs, ' to ')}",
-        f"set the {_assignments(rng, pairs, ' to ')} for {target}",
-        f"update {target} so that its {_assignments(rng, pairs, ' is ')}",
+        f"change the {_assignments(pairs, ' of ' + target + ' to ')}" if len(pairs) == 1
+        else f"change {target}: {_assignments(pairs, ' to ')}",
+        f"set the {_assignments(pairs, ' to ')} for {target}",
+        f"update {target} so that its {_assignments(pairs, ' is ')}",
     ))  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""Word lists the generator draws names, titles and phrasing from (plain English, written for this project)."""
+"""Word lists the generator draws names, titles and phrasing from (written for this project)."""
 
 from __future__ import annotations
 

@@ -67,6 +67,10 @@ def test_synthetic_task_regenerates_alone_equal_to_the_catalogue_one(source, cat
         assert fresh.task(meta["env_index"], meta["task_index"]) == task
 
 
+def _param_types(spec) -> tuple[str, ...]:
+    return tuple(sorted(str(p.get("type")) for p in spec.parameters["properties"].values()))
+
+
 def test_synthetic_families_share_tool_shapes_with_different_names(catalog):
     by_family: dict[str, list] = {}
     for env in catalog.environments:
@@ -80,10 +84,10 @@ def test_synthetic_families_share_tool_shapes_with_different_names(catalog):
             specs = {spec.name: spec for spec in env.tools}
             # A shape: role, effect and the JSON types of its parameters (names vary per environment).
             shape = frozenset(
-                (role, specs[name].effect, tuple(sorted(str(p.get("type")) for p in specs[name].parameters["properties"].values())))
+                (role, specs[name].effect, _param_types(specs[name]))
                 for name, role in roles.items()
                 if role in CORE_ROLES[family]
-            )  # fmt: skip
+            )
             shapes.add(shape)
             names.add(frozenset(roles))
         assert len(shapes) == 1, family  # same shapes in every environment of the family ...
