@@ -65,7 +65,12 @@ def catalog_frames(catalog: SourceCatalog) -> CatalogFrames:
             "turns": len(task.user_turns),
             "gold_calls": task.gold_calls,
             "verifier": task.verifier,
-            "gold": json.dumps([[asdict(c) for c in turn] for turn in task.gold], sort_keys=True),
+            # A plain dict per call: the same JSON as dataclasses.asdict, without its deep copies
+            # (asdict was two thirds of the time at 100k tasks).
+            "gold": json.dumps(
+                [[{"name": c.name, "arguments": c.arguments} for c in turn] for turn in task.gold],
+                sort_keys=True,
+            ),
             "metadata": json.dumps(task.metadata, sort_keys=True),
             "text_hash": text_hash(task.text),
         }

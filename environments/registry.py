@@ -22,6 +22,7 @@ _BUILTIN: dict[str, str] = {
     "tau_bench_retail": "environments.tau_bench:TauBenchRetailSource",
     "tau_bench_airline": "environments.tau_bench:TauBenchAirlineSource",
     "acebench_agent": "environments.acebench:AceBenchAgentSource",
+    "synthetic": "environments.synthetic:SyntheticSource",
 }
 _registered: dict[str, SourceFactory] = {}
 

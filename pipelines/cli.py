@@ -180,12 +180,26 @@ def envs_list() -> None:
 @click.option("--source", required=True, help="Registered source name or module:Class.")
 @click.option("--option", "options", multiple=True, help="Source constructor option key=value (repeatable).")
 @click.option("--limit", type=int, default=None, help="Only the first N tasks.")
-def verify_gold_command(source: str, options: tuple[str, ...], limit: int | None) -> None:
+@click.option(
+    "--envs", type=int, default=None, help="Number of environments (source option envs; synthetic)."
+)
+@click.option(
+    "--tasks-per-env",
+    type=int,
+    default=None,
+    help="Tasks per environment (source option tasks_per_env; synthetic).",
+)
+def verify_gold_command(
+    source: str, options: tuple[str, ...], limit: int | None, envs: int | None, tasks_per_env: int | None
+) -> None:
     """Replay every task's gold solution in a fresh environment; exit 1 if any fails."""
     from environments.registry import get_source
     from environments.verify_gold import verify_gold
 
-    report = verify_gold(get_source(source, **_parse_options(options)), limit=limit)
+    parsed = _parse_options(options)
+    # The flags are shorthands for the source options of the same name (they win over --option).
+    parsed.update({k: v for k, v in (("envs", envs), ("tasks_per_env", tasks_per_env)) if v is not None})
+    report = verify_gold(get_source(source, **parsed), limit=limit)
     click.echo(report.summary())
     if report.passed != report.total:
         raise SystemExit(1)
