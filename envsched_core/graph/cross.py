@@ -102,7 +102,9 @@ def cross_candidates(
     src, dst = _candidates_by_unique_signature(
         x, catalog.env, cfg.candidate_factor * cfg.k_cross, cfg.cross_exact_max, seed
     )
-    return src.astype(np.int64), dst.astype(np.int64)
+    # Padding of short neighbour lists can repeat a pair; an edge is a set member, keep it once.
+    pairs = np.unique(src.astype(np.int64) * len(x) + dst.astype(np.int64))
+    return pairs // len(x), pairs % len(x)
 
 
 def candidate_matrix(src: np.ndarray, dst: np.ndarray, n_tasks: int) -> np.ndarray:

@@ -3,7 +3,7 @@ import pytest
 from task_frames import make_tasks
 
 from envsched_core import SchedulerConfig, TaskCatalog, build_cross_edges, build_within_edges
-from envsched_core.graph import propagation_matrix, top_k_per_source
+from envsched_core.graph import build_cross_candidates, propagation_matrix, top_k_per_source
 
 
 def test_within_edges_stay_inside_environment_with_k_per_task():
@@ -46,6 +46,16 @@ def test_cross_edges_only_link_other_environments():
     env = dict(zip(catalog.task_ids, catalog.env, strict=True))
     assert len(edges) == 40 * 4
     assert all(env[s] != env[d] for s, d in zip(edges["src"], edges["dst"], strict=True))
+
+
+def test_cross_candidates_have_no_duplicate_pairs_when_signatures_repeat():
+    tasks = make_tasks(n_envs=3, per_env=10)
+    tasks["tools"] = [["a"]] * len(tasks)  # few distinct signatures: neighbour lists need padding
+    tasks["tool_effects"] = [["read"]] * len(tasks)
+    tasks["turns"], tasks["gold_calls"], tasks["verifier"] = [1 + j % 3 for j in range(len(tasks))], 1, "state_match"
+    candidates = build_cross_candidates(TaskCatalog.from_frame(tasks), SchedulerConfig(k_cross=8))
+    assert len(candidates) > 0
+    assert not candidates.duplicated(["src", "dst"]).any()
 
 
 def test_cross_edges_link_tasks_with_matching_signature():
