@@ -1,14 +1,13 @@
 """Training stage: roll out the scheduled batch with the campaign's engine, update the policy,
 checkpoint, and hand the results to the pipeline as a landing file."""
 
-import pickle
-
 import dagster as dg
 
 from assets.campaign import campaign_config, campaigns
 from assets.catalog import WAREHOUSE_POOL
 from pipelines.campaign import campaign_tasks
 from pipelines.resources import PathsResource, WarehouseResource
+from training.checkpoints import checkpoint_dir, save_checkpoint
 from training.engines import make_engine
 from warehouse.landing import step_path, write_step_file
 
@@ -32,18 +31,16 @@ def training_step(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
         return dg.MaterializeResult(
             metadata={"step": step, "landing_file": str(landing), "note": "already written"}
         )
-    engine = make_engine(cfg.engine, campaign_tasks(store, cfg), cfg.group_size, cfg.seed)
+    engine = make_engine(cfg.engine, campaign_tasks(store, cfg), cfg.group_size, cfg.seed, cfg.engine_options)
     if step > 1:
-        previous = home.checkpoints / campaign_id / f"step={step - 1}" / "engine.pkl"
+        previous = checkpoint_dir(home.checkpoints, campaign_id, step - 1)
         if not previous.exists():
             raise dg.Failure(
                 description=f"campaign '{campaign_id}': checkpoint of step {step - 1} missing: {previous}"
             )
-        engine.load_state_dict(pickle.loads(previous.read_bytes()))
+        engine.load(previous)
     rows, metrics = engine.run_step(store.batch(campaign_id, step), step)
-    checkpoint = home.checkpoints / campaign_id / f"step={step}" / "engine.pkl"
-    checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    checkpoint.write_bytes(pickle.dumps(engine.state_dict(), protocol=pickle.HIGHEST_PROTOCOL))
+    checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step)
     store.record_checkpoint(campaign_id, step, checkpoint.as_uri(), metrics)
     write_step_file(home.landing, rows.assign(campaign_id=campaign_id), campaign_id, step)
     return dg.MaterializeResult(

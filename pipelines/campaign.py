@@ -23,6 +23,7 @@ from envsched_core.baselines import (
     MoPPSScheduler,
     RandomScheduler,
 )
+from training.engines.base import ENGINES
 from warehouse.store import Warehouse
 
 SCHEDULERS = {
@@ -33,7 +34,6 @@ SCHEDULERS = {
     "mopps": MoPPSScheduler,
     "dps": DPSScheduler,
 }
-ENGINES = ("simulated",)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -57,6 +57,8 @@ class CampaignConfig:
     """G: rollouts per task."""
     engine: str = "simulated"
     """Rollout engine: ``simulated`` (the envsched_core simulator over the real catalogue, CPU, seconds)."""
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    """Options of the engine's constructor (e.g. a model path)."""
     steps: int = 20
     """Steps to run."""
     seed: int = 0

@@ -1,15 +1,19 @@
 """The rollout-engine interface the training step drives.
 
 An engine rolls out G samples for every task of a batch, trains its policy on the results, and
-can save / restore everything it needs to continue bit-for-bit (policy, optimiser, RNG).
+saves / restores everything it needs to continue bit-for-bit (policy, optimiser, RNG) in a
+checkpoint folder.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+ENGINES = ("simulated",)
 
 
 class RolloutEngine(ABC):
@@ -18,19 +22,25 @@ class RolloutEngine(ABC):
     @abstractmethod
     def run_step(self, batch: pd.DataFrame, step: int) -> tuple[pd.DataFrame, dict[str, float]]:
         """Roll out ``batch`` (task_id, env_id, role), update the policy; returns the landing rows
-        (without campaign_id) and namespaced step metrics (``rollout/...``, ``train/...``)."""
+        (every column of the landing contract but campaign_id) and namespaced step metrics
+        (``rollout/...``, ``train/...``, ``eval/...``)."""
 
     @abstractmethod
-    def state_dict(self) -> dict[str, Any]: ...
+    def save(self, directory: Path) -> None:
+        """Write the engine's full state (policy, optimiser, RNG) into ``directory``."""
 
     @abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def load(self, directory: Path) -> None:
+        """Restore the state ``save`` wrote."""
 
 
-def make_engine(name: str, tasks: pd.DataFrame, group_size: int, seed: int, **options: Any) -> RolloutEngine:
-    """The engine called ``name`` over the campaign's task pool."""
+def make_engine(
+    name: str, tasks: pd.DataFrame, group_size: int, seed: int, options: dict[str, Any] | None = None
+) -> RolloutEngine:
+    """The engine called ``name`` over the campaign's task pool (``tasks``: the warehouse rows)."""
+    options = dict(options or {})
     if name == "simulated":
         from training.engines.simulated import SimulatedEngine
 
         return SimulatedEngine(tasks, group_size=group_size, seed=seed, **options)
-    raise ValueError(f"unknown rollout engine {name!r}; available: ['simulated']")
+    raise ValueError(f"unknown rollout engine {name!r}; available: {list(ENGINES)}")

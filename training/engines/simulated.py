@@ -17,7 +17,8 @@ split yet). The GRPO-like update, drift and rollout noise are the simulator's.
 
 from __future__ import annotations
 
-from typing import Any
+import pickle
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -146,8 +147,11 @@ class SimulatedEngine(RolloutEngine):
         }
         return rows, metrics
 
-    def state_dict(self) -> dict[str, Any]:
-        return self.sim.state_dict()
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "engine.pkl").write_bytes(
+            pickle.dumps(self.sim.state_dict(), protocol=pickle.HIGHEST_PROTOCOL)
+        )
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.sim.load_state_dict(state)
+    def load(self, directory: Path) -> None:
+        self.sim.load_state_dict(pickle.loads((directory / "engine.pkl").read_bytes()))
