@@ -78,6 +78,9 @@ def _run_campaign(config) -> None:
     click.echo(_summary_table(ctx.store, config.campaign_id))
 
 
+# What `envsched run` loads: the benchmarks shipped with the project (synthetic is for scale tests).
+DEFAULT_SOURCES = ("bfcl_v3_multi_turn", "tau_bench_retail", "tau_bench_airline", "acebench_agent")
+
 SUMMARY_COLUMNS = {
     "schedule/mean_variance": "mean_sel_var",
     "schedule/envs_per_batch": "envs",
@@ -102,11 +105,15 @@ def _print_next_steps() -> None:
 @main.command()
 @click.option("--steps", default=5, show_default=True, help="Steps of the demo campaign.")
 def run(steps: int) -> None:
-    """The main job on embedded defaults: load BFCL-v3, build the graph, run a short campaign."""
+    """The main job on embedded defaults: load the benchmark catalogues, build the graph, run a short
+    campaign on BFCL-v3 multi-turn with the simulated engine."""
     from datetime import UTC, datetime
 
     from pipelines.campaign import CampaignConfig
+    from pipelines.driver import prepare_catalog
 
+    click.echo(f"loading sources {', '.join(DEFAULT_SOURCES)} and building the task graph ...")
+    prepare_catalog(_driver_context(), list(DEFAULT_SOURCES))
     config = CampaignConfig(campaign_id=f"bfcl-demo-{datetime.now(UTC):%Y%m%d-%H%M%S}", steps=steps)
     _run_campaign(config)
     summary = _driver_context().store.query("SELECT * FROM source_summary ORDER BY source")

@@ -137,3 +137,31 @@ def test_catalog_check_blocks_a_task_with_empty_text(tmp_path):
     assert not evaluations["check_task_text_not_empty"].passed
     assert evaluations["check_task_text_not_empty"].metadata["violations"].value == 1
     assert evaluations["check_task_tools_exist"].passed
+
+
+ALL_SOURCES = ("bfcl_v3_multi_turn", "tau_bench_retail", "tau_bench_airline", "acebench_agent", "synthetic")
+
+
+def test_catalog_asset_loads_every_source_idempotently_and_views_show_verifiers(tmp_path):
+    options = {"synthetic": {"envs": 6, "tasks_per_env": 10}}
+    assert _materialize(tmp_path / "w.duckdb", sources=ALL_SOURCES, options=options).success
+    store = Warehouse(tmp_path / "w.duckdb")
+    summary = store.query("SELECT source, tasks, verifiers FROM source_summary ORDER BY source").set_index(
+        "source"
+    )
+    assert summary["tasks"].to_dict() == {
+        "acebench_agent": 50,
+        "bfcl_v3_multi_turn": 800,
+        "synthetic": 60,
+        "tau_bench_airline": 50,
+        "tau_bench_retail": 635,
+    }
+    assert summary["verifiers"].notna().all()
+    before = store.query("SELECT task_id, content_hash, loaded_at FROM tasks ORDER BY task_id")
+    again = _materialize(tmp_path / "w.duckdb", sources=ALL_SOURCES, options=options)
+    counts = {m.asset_key.to_user_string(): m for m in again.get_asset_materialization_events()}
+    by_source = counts["tasks"].materialization.metadata["by_source"].value
+    assert all(c["inserted"] == c["updated"] == 0 for c in by_source.values())
+    assert store.query("SELECT task_id, content_hash, loaded_at FROM tasks ORDER BY task_id").equals(before)
+    per_env = store.query("SELECT source, count(*) AS envs FROM environment_summary GROUP BY source")
+    assert set(per_env["source"]) == set(ALL_SOURCES)
