@@ -104,7 +104,8 @@ def _print_next_steps() -> None:
 
 @main.command()
 @click.option("--steps", default=5, show_default=True, help="Steps of the demo campaign.")
-def run(steps: int) -> None:
+@click.option("--source", "sources", multiple=True, help="Sources to load (default: the shipped benchmarks).")
+def run(steps: int, sources: tuple[str, ...]) -> None:
     """The main job on embedded defaults: load the benchmark catalogues, build the graph, run a short
     campaign on BFCL-v3 multi-turn with the simulated engine."""
     from datetime import UTC, datetime
@@ -112,8 +113,9 @@ def run(steps: int) -> None:
     from pipelines.campaign import CampaignConfig
     from pipelines.driver import prepare_catalog
 
-    click.echo(f"loading sources {', '.join(DEFAULT_SOURCES)} and building the task graph ...")
-    prepare_catalog(_driver_context(), list(DEFAULT_SOURCES))
+    sources = sources or DEFAULT_SOURCES
+    click.echo(f"loading sources {', '.join(sources)} and building the task graph ...")
+    prepare_catalog(_driver_context(), list(sources))
     config = CampaignConfig(campaign_id=f"bfcl-demo-{datetime.now(UTC):%Y%m%d-%H%M%S}", steps=steps)
     _run_campaign(config)
     summary = _driver_context().store.query("SELECT * FROM source_summary ORDER BY source")

@@ -21,7 +21,7 @@ def test_cli_verify_gold_names_an_unknown_source():
 
 def test_cli_run_loads_catalogue_runs_a_campaign_and_sql_reads_it(home, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))  # restored after the test
-    result = CliRunner().invoke(main, ["run", "--steps", "2"])
+    result = CliRunner().invoke(main, ["run", "--steps", "2", "--source", "bfcl_v3_multi_turn"])
     assert result.exit_code == 0, result.output
     assert "bfcl_v3_multi_turn" in result.output and "800" in result.output
     assert "mean_sel_var" in result.output and "make ui" in result.output
