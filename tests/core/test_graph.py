@@ -52,7 +52,11 @@ def test_cross_candidates_have_no_duplicate_pairs_when_signatures_repeat():
     tasks = make_tasks(n_envs=3, per_env=10)
     tasks["tools"] = [["a"]] * len(tasks)  # few distinct signatures: neighbour lists need padding
     tasks["tool_effects"] = [["read"]] * len(tasks)
-    tasks["turns"], tasks["gold_calls"], tasks["verifier"] = [1 + j % 3 for j in range(len(tasks))], 1, "state_match"
+    tasks["turns"], tasks["gold_calls"], tasks["verifier"] = (
+        [1 + j % 3 for j in range(len(tasks))],
+        1,
+        "state_match",
+    )
     candidates = build_cross_candidates(TaskCatalog.from_frame(tasks), SchedulerConfig(k_cross=8))
     assert len(candidates) > 0
     assert not candidates.duplicated(["src", "dst"]).any()
