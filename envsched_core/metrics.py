@@ -7,9 +7,13 @@ Definitions (a task's realised variance is the population variance of its G rewa
 - ``schedule/tools_per_batch``: distinct tools in the ``tools_used`` column of the batch's rollouts when present,
   else the union of the catalogue tools of the selected tasks.
 - ``schedule/exploit_hit_rate``: share of exploit picks whose realised variance is > 0 and at least the 75th
-  percentile (top quartile) of the reference pool: ``reference_variance`` (per-task variances of the candidate
-  pool, e.g. the simulator's exact ones) when given, else the realised variances of the batch's selected tasks.
-  NaN when the batch has no exploit picks.
+  percentile (top quartile) of the candidate pool's variances ("the pool's top quartile"). The pool's variances
+  are ``reference_variance`` when given (e.g. the simulator's exact per-task variances); else the realised
+  variances of the batch's coverage picks, which are drawn from the pool without regard to predicted variance
+  and so stand in for a pool sample (at least ``MIN_POOL_SAMPLE`` of them); else, with too few coverage picks,
+  the realised variances of all selected tasks. (The batch itself is not the pool: with the exploit picks in
+  their own reference, at most a quarter of the batch can clear the cut, so the rate could never exceed
+  B / (4 * exploit picks), e.g. 0.36 at B = 64, rho = 0.3.) NaN when the batch has no exploit picks.
 - ``schedule/rollouts_spent``: rollout rows of every batch task, including over-sampled ones.
 """
 
@@ -28,6 +32,7 @@ TOOLS_PER_BATCH = "schedule/tools_per_batch"
 EXPLOIT_HIT_RATE = "schedule/exploit_hit_rate"
 ROLLOUTS_SPENT = "schedule/rollouts_spent"
 TOP_QUARTILE = 75.0
+MIN_POOL_SAMPLE = 4  # coverage picks needed to use them as the pool sample of the hit-rate cut
 
 
 def group_variance(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -64,9 +69,15 @@ def batch_metrics(
     if len(exploit) == 0 or len(variance) == 0:
         hit_rate = float("nan")
     else:
-        reference = variance if reference_variance is None else np.asarray(reference_variance, dtype=float)
+        realised_all = group_variance(rollouts)["variance"]
+        if reference_variance is not None:
+            reference = np.asarray(reference_variance, dtype=float)
+        else:
+            coverage = batch.loc[batch["role"] == "coverage", "task_id"]
+            sample = realised_all.reindex(coverage).dropna().to_numpy(dtype=float)
+            reference = sample if len(sample) >= MIN_POOL_SAMPLE else variance
         threshold = np.percentile(reference, TOP_QUARTILE)
-        realised = group_variance(rollouts)["variance"].reindex(exploit).fillna(0.0).to_numpy()
+        realised = realised_all.reindex(exploit).fillna(0.0).to_numpy()
         hit_rate = float(np.mean((realised > 0) & (realised >= threshold)))
 
     return {

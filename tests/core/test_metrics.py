@@ -54,3 +54,27 @@ def test_metrics_missing_column_raises():
         batch_metrics(
             pd.DataFrame({"task_id": ["e0-t0"], "env_id": ["env0"]}), group("e0-t0", 1, [1]), catalog
         )
+
+
+def test_metrics_hit_rate_cut_comes_from_coverage_picks_not_the_exploit_picks_themselves():
+    # 4 exploit picks, all mixed, and 4 coverage picks (the pool sample), 3 of them all-fail.
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=2, per_env=4))
+    exploit_ids = ["e0-t0", "e0-t1", "e0-t2", "e0-t3"]
+    coverage_ids = ["e1-t0", "e1-t1", "e1-t2", "e1-t3"]
+    batch = pd.DataFrame(
+        {
+            "task_id": exploit_ids + coverage_ids,
+            "env_id": ["env0"] * 4 + ["env1"] * 4,
+            "role": ["exploit"] * 4 + ["coverage"] * 4,
+        }
+    )
+    exploit_rewards = [[1, 0, 1, 0], [1, 0, 0, 0], [1, 1, 1, 0], [1, 0, 1, 0]]  # 0.25, 0.1875, 0.1875, 0.25
+    coverage_rewards = [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]]  # 0, 0, 0, 0.1875
+    pairs = zip(exploit_ids + coverage_ids, exploit_rewards + coverage_rewards, strict=True)
+    rollouts = pd.concat([group(t, 1, r) for t, r in pairs], ignore_index=True)
+    # pool cut = 75th percentile of the coverage variances (0, 0, 0, 0.1875) = 0.046875: every exploit pick hits
+    assert batch_metrics(batch, rollouts, catalog)[M.EXPLOIT_HIT_RATE] == 1.0
+    # with too few coverage picks the selected tasks are the reference (75th percentile 0.203125 here)
+    few = batch[batch["role"] == "exploit"].iloc[:3]
+    few = pd.concat([few, batch[batch["task_id"] == "e1-t3"]], ignore_index=True)
+    assert batch_metrics(few, rollouts, catalog)[M.EXPLOIT_HIT_RATE] == pytest.approx(1 / 3)
