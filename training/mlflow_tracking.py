@@ -232,3 +232,28 @@ class MLflowTracker:
     def end_campaign(self, run_id: str, status: str = "FINISHED") -> None:
         """Mark the run FINISHED (or FAILED / KILLED); a later start_campaign reopens it."""
         self.client.set_terminated(run_id, status=status)
+
+    def log_training_step(
+        self,
+        campaign_id: str,
+        step: int,
+        metrics: Mapping[str, float],
+        batch: pd.DataFrame,
+        checkpoint_uri: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        dagster_run_id: str | None = None,
+        checkpoint_dir: str | Path | None = None,
+        batch_source: str | None = None,
+        finished: bool = False,
+    ) -> dict[str, str]:
+        """Everything a training step logs, in one call (each step may be a new process): open or
+        create the campaign's run, log the metrics, the batch and the checkpoint, and close the run
+        when ``finished``. Returns what the Dagster materialisation links back to."""
+        run = self.start_campaign(campaign_id, params=params, dagster_run_id=dagster_run_id)
+        self.log_step(run.run_id, step, metrics, dagster_run_id)
+        self.log_batch(run.run_id, step, batch, source=batch_source)
+        self.log_checkpoint(run.run_id, step, checkpoint_uri, directory=checkpoint_dir)
+        if finished:
+            self.end_campaign(run.run_id)
+        return {"mlflow_run_id": run.run_id, "mlflow_run_url": run.url, "checkpoint": checkpoint_uri}

@@ -39,14 +39,13 @@ def sequence_logprob(model, sample: Sample) -> float:
 
 def group(model, task_id: str, completions: list[list[int]], rewards: list[float]) -> list[Sample]:
     """One GRPO group: the prompt followed by each completion, sampled (we pretend) from ``model``."""
-    samples = []
+    samples, device = [], next(model.parameters()).device
     for i, (completion, reward) in enumerate(zip(completions, rewards, strict=True)):
         ids = PROMPT + completion
         mask = [0] * len(PROMPT) + [1] * len(completion)
         with torch.no_grad():
-            logprobs = token_logprobs(model, torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long))[
-                0
-            ]
+            input_ids = torch.tensor([ids], device=device)
+            logprobs = token_logprobs(model, input_ids, torch.ones_like(input_ids))[0].cpu()
         old = (logprobs * torch.tensor(mask, dtype=torch.float32)).tolist()
         samples.append(Sample(task_id, i, ids, mask, old, reward))
     return samples
@@ -277,3 +276,18 @@ def test_grpo_update_without_policy_tokens_skips_the_step():
     metrics = grpo_update(model, optimizer, samples, 4, config)
     assert metrics["train/skipped_step"] == 1.0 and metrics["train/policy_tokens"] == 0.0
     assert optimizer.state == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_grpo_update_bf16_autocast_on_cuda_takes_a_finite_step():
+    model = tiny_lm().cuda()
+    samples = group(model, "task-a", COMPLETIONS, rewards=[1.0, 0.0, 1.0, 0.0])
+    before = [p.detach().clone() for p in model.parameters()]
+    config = GRPOConfig(learning_rate=1e-3, bf16=True)
+
+    metrics = grpo_update(model, make_optimizer(model, config), samples, group_size=4, config=config)
+
+    assert math.isfinite(metrics["train/loss"]) and metrics["train/grad_norm"] > 0.0
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # autocast, not a bf16 copy
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))

@@ -118,3 +118,27 @@ def test_flatten_params_nests_with_dots_and_encodes_json():
         {"a": 1, "b": {"c": [1, 2], "d": {"e": None}}, "f": {}, "g": "text", "h": "x" * 7000}
     )
     assert flat == {"a": "1", "b.c": "[1, 2]", "b.d.e": "null", "f": "{}", "g": "text", "h": "x" * 6000}
+
+
+def test_mlflow_log_training_step_across_processes_keeps_one_run(store):
+    uri, artifacts = store
+    links = [
+        MLflowTracker(uri, artifacts).log_training_step(  # a fresh tracker per step, as a new Dagster run
+            "stepwise",
+            step,
+            {"rollout/zero_variance_groups": float(3 - step)},
+            batch_frame(step),
+            f"file:///ckpt/stepwise/step={step}",
+            params={"steps": 2},
+            dagster_run_id=f"d-{step}",
+            finished=step == 2,
+        )
+        for step in (1, 2)
+    ]
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(links[0]["mlflow_run_id"])
+    assert links[1]["mlflow_run_id"] == run.info.run_id and run.info.run_id in links[1]["mlflow_run_url"]
+    assert links[1]["checkpoint"] == "file:///ckpt/stepwise/step=2" == run.data.tags[CHECKPOINT_TAG]
+    history = client.get_metric_history(run.info.run_id, "rollout/zero_variance_groups")
+    assert [(m.step, m.value) for m in history] == [(1, 2.0), (2, 1.0)]
+    assert len(run.inputs.dataset_inputs) == 2 and run.info.status == "FINISHED"
