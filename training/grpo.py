@@ -322,6 +322,15 @@ def grpo_update(
     if num_policy_tokens == 0:
         return metrics | {"train/skipped_step": 1.0, "train/update_time_s": time.perf_counter() - started}
 
+    vocab_size = (
+        model.get_input_embeddings().num_embeddings if hasattr(model, "get_input_embeddings") else None
+    )
+    top_id = max(max(s.token_ids) for s in samples if s.token_ids)
+    if vocab_size is not None and top_id >= vocab_size:
+        raise ValueError(
+            f"token id {top_id} is outside the model's vocabulary ({vocab_size}); the samples were tokenised "
+            "for another model"
+        )
     device = next(model.parameters()).device
     autocast = torch.autocast(
         device_type=device.type, dtype=torch.bfloat16, enabled=config.bf16 and device.type == "cuda"

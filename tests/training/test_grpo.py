@@ -291,3 +291,11 @@ def test_grpo_update_bf16_autocast_on_cuda_takes_a_finite_step():
     assert math.isfinite(metrics["train/loss"]) and metrics["train/grad_norm"] > 0.0
     assert all(p.dtype == torch.float32 for p in model.parameters())  # autocast, not a bf16 copy
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+
+
+def test_grpo_update_rejects_tokens_outside_the_vocabulary():
+    model = tiny_lm()  # vocabulary 32
+    samples = [Sample("a", i, [1, 40], [0, 1], [0.0, -1.0], float(i % 2)) for i in range(2)]
+    config = GRPOConfig()
+    with pytest.raises(ValueError, match="outside the model's vocabulary"):
+        grpo_update(model, make_optimizer(model, config), samples, 2, config)
