@@ -305,13 +305,12 @@ def grpo_update(
         raise ValueError("GRPOConfig.beta > 0 needs a frozen ref_model; pass one or set beta=0")
     started = time.perf_counter()
     task_ids = check_groups(samples, group_size)
-    rewards = np.array([s.reward for s in samples], dtype=np.float64).reshape(
-        len(task_ids), group_size
-    )  # (n, G)
+    n_groups = len(task_ids)
+    rewards = np.array([s.reward for s in samples], dtype=np.float64).reshape(n_groups, group_size)  # (n, G)
     advantages = group_advantages(rewards, scale=config.advantage_scale).reshape(-1)  # (n*G,)
     num_policy_tokens = sum(sum(s.loss_mask) for s in samples)
     metrics = {
-        "rollout/groups": float(len(task_ids)),
+        "rollout/groups": float(n_groups),
         "rollout/zero_variance_groups": float(zero_variance_groups(rewards)),
         "rollout/reward_mean": float(rewards.mean()),
         "rollout/reward_std": float(rewards.std()),

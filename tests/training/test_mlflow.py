@@ -1,5 +1,6 @@
 """MLflow lineage on a real sqlite store: the campaign run, step metrics, batch inputs, checkpoints."""
 
+import dagster as dg
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
@@ -98,12 +99,34 @@ def test_mlflow_resumed_campaign_reuses_its_run(store):
     assert other.run_id != first.run_id and not other.resumed
 
 
-def test_mlflow_resource_defaults_to_sqlite_under_home(home):
+def test_mlflow_resource_defaults_to_sqlite_under_home_and_links_a_dagster_run(home):
+    @dg.asset
+    def step_asset(context: dg.AssetExecutionContext, mlflow: MLflowResource) -> dg.MaterializeResult:
+        links = mlflow.tracker().log_training_step(
+            "dagster-linked",
+            1,
+            {"train/loss": 0.5},
+            batch_frame(1),
+            "file:///ckpt",
+            dagster_run_id=context.run.run_id,
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "mlflow_run_id": links["mlflow_run_id"],
+                "mlflow_run_url": dg.MetadataValue.url(links["mlflow_run_url"]),
+            }
+        )
+
+    result = dg.materialize([step_asset], resources={"mlflow": MLflowResource()})
+
     tracker = MLflowResource().tracker()
-    run = tracker.start_campaign("home-run")
     assert tracker.tracking_uri == f"sqlite:///{home.resolve()}/mlflow/mlflow.db"
     assert (home / "mlflow" / "mlflow.db").exists()
-    experiment = tracker.client.get_experiment(run.experiment_id)
+    metadata = result.asset_materializations_for_node("step_asset")[0].metadata
+    run = tracker.client.get_run(metadata["mlflow_run_id"].value)
+    assert run.data.tags[DAGSTER_RUN_TAG] == result.run_id == run.data.tags[f"{DAGSTER_RUN_TAG}.step_1"]
+    assert metadata["mlflow_run_url"].value == tracker.run_url(run.info.run_id)
+    experiment = tracker.client.get_experiment(run.info.experiment_id)
     assert experiment.artifact_location == (home / "mlflow" / "artifacts").resolve().as_uri()
 
 
