@@ -112,10 +112,13 @@ def load_training_state(
         path = directory / "optimizer.pt"
         if not path.exists():
             raise FileNotFoundError(f"{path} missing: the checkpoint was saved without an optimizer")
-        optimizer.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+        # on CPU: load_state_dict moves moments to the parameters' device and keeps "step" where Adam wants it
+        optimizer.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     if lr_scheduler is not None:
-        lr_scheduler.load_state_dict(torch.load(directory / "lr_scheduler.pt", weights_only=True))
-    trainer_state = torch.load(directory / "trainer_state.pt", weights_only=True)
+        lr_scheduler.load_state_dict(
+            torch.load(directory / "lr_scheduler.pt", map_location="cpu", weights_only=True)
+        )
+    trainer_state = torch.load(directory / "trainer_state.pt", map_location="cpu", weights_only=True)
     if trainer_state.get("format_version") != FORMAT_VERSION:
         raise ValueError(
             f"{directory}: training state format {trainer_state.get('format_version')} is not {FORMAT_VERSION}"
