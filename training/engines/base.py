@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-ENGINES = ("simulated",)
+ENGINES = ("simulated", "hf", "vllm")
 
 
 class RolloutEngine(ABC):
@@ -43,4 +43,12 @@ def make_engine(
         from training.engines.simulated import SimulatedEngine
 
         return SimulatedEngine(tasks, group_size=group_size, seed=seed, **options)
+    if name == "hf":
+        from training.engines.hf import HFEngine
+
+        return HFEngine(tasks, group_size=group_size, seed=seed, **options)
+    if name == "vllm":
+        from training.engines.vllm import VLLMEngine
+
+        return VLLMEngine(tasks, group_size=group_size, seed=seed, **options)
     raise ValueError(f"unknown rollout engine {name!r}; available: {list(ENGINES)}")

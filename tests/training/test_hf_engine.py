@@ -1,0 +1,200 @@
+"""The ``hf`` rollout engine on CPU with the tiny random LM: generation, scoring, a full step
+(landing rows that pass the landing contract, samples for GRPO), learning and bit-for-bit resume.
+
+Engine tests use synthetic environments (about 1.7k prompt tokens with the tiny tokenizer) rather
+than BFCL (about 6.5k), to keep CPU time small; one test drives BFCL with the random model.
+"""
+
+import pandas as pd
+import pytest
+import torch
+
+from environments.bfcl import BfclMultiTurnSource
+from environments.registry import get_source
+from training.agent_loop import AgentLoopConfig, ChatFormat, Generation, GenerationRequest, run_agent_loop
+from training.engines import make_engine
+from training.engines.hf import HFEngine, HFGenerator, score_samples, stop_token_ids
+from training.grpo import token_logprobs
+from training.samples import Sample
+from training.tool_calls import format_tool_call
+from warehouse.landing import OPTIONAL, REQUIRED, LandingFile, read_and_validate, write_step_file
+
+G = 2
+
+
+@pytest.fixture(scope="module")
+def synthetic_tasks():
+    catalog = get_source("synthetic").load()
+    return catalog.tasks, pd.DataFrame(
+        {"task_id": [t.task_id for t in catalog.tasks], "env_id": [t.env_id for t in catalog.tasks]}
+    )
+
+
+def batch_of(frame: pd.DataFrame, task_ids: list[str]) -> pd.DataFrame:
+    rows = frame.set_index("task_id").loc[task_ids].reset_index()
+    return rows.assign(role="coverage")[["task_id", "env_id", "role"]]
+
+
+def engine_options(model_dir, **changes):
+    return {"model": str(model_dir), "max_new_tokens": 8, "grpo": {"micro_batch_size": 2}} | changes
+
+
+# ---- generation and scoring --------------------------------------------------------------------------
+def test_hf_generator_respects_each_requests_limit_and_stops(tiny_model, tiny_tokenizer):
+    prompt = tiny_tokenizer("list the files", add_special_tokens=False)["input_ids"]
+    requests = [GenerationRequest(prompt, 3), GenerationRequest(prompt + prompt, 6)]
+    generator = HFGenerator(tiny_model, tiny_tokenizer, [tiny_tokenizer.eos_token_id])
+    torch.manual_seed(0)
+    cut = generator(requests)
+    assert [len(g.token_ids) for g in cut] == [3, 6] and not any(g.stopped for g in cut)
+    # Every token a stop token: each generation is its first token, marked stopped.
+    everything = HFGenerator(tiny_model, tiny_tokenizer, list(range(len(tiny_tokenizer))))
+    stopped = everything(requests)
+    assert [len(g.token_ids) for g in stopped] == [1, 1] and all(g.stopped for g in stopped)
+    assert all(g.logprobs is None for g in cut + stopped)  # scored afterwards by score_samples
+
+
+def test_hf_generator_left_padding_gives_the_unpadded_continuation(tiny_model, tiny_tokenizer):
+    short = tiny_tokenizer("cd", add_special_tokens=False)["input_ids"]
+    long = tiny_tokenizer("move the report to the temp folder please", add_special_tokens=False)["input_ids"]
+    greedy = HFGenerator(tiny_model, tiny_tokenizer, [tiny_tokenizer.eos_token_id], top_p=1e-9)  # top-1
+    alone = greedy([GenerationRequest(short, 6)])[0]
+    batched = greedy([GenerationRequest(long, 6), GenerationRequest(short, 6)])[1]
+    assert batched.token_ids == alone.token_ids
+
+
+def test_score_samples_fills_policy_logprobs_independent_of_padding(tiny_model):
+    samples = [
+        Sample("t", 0, [5, 6, 7, 8, 9, 10], [0, 0, 1, 1, 0, 1], [0.0] * 6, 0.0),
+        Sample("t", 1, [11, 12, 13], [0, 1, 1], [0.0] * 3, 1.0),
+    ]
+    score_samples(tiny_model, samples, temperature=0.7, micro_batch_size=2, pad_id=0, bf16=False)
+    for sample in samples:
+        ids = torch.tensor([sample.token_ids])
+        alone = token_logprobs(tiny_model, ids, torch.ones_like(ids), temperature=0.7)[0]
+        expected = alone * torch.tensor(sample.loss_mask, dtype=torch.float32)
+        torch.testing.assert_close(torch.tensor(sample.old_logprobs), expected, rtol=1e-5, atol=1e-5)
+        assert all((lp < 0) == bool(m) for lp, m in zip(sample.old_logprobs, sample.loss_mask, strict=True))
+
+
+def test_hf_generator_random_tiny_lm_drives_bfcl(tiny_model, tiny_tokenizer):
+    source = BfclMultiTurnSource()
+    task = next(t for t in source.load().tasks if t.task_id == "bfcl_v3_multi_turn/multi_turn_base_0")
+    chat = ChatFormat(tiny_tokenizer, stop_token_ids(tiny_model, tiny_tokenizer))
+    generator = HFGenerator(tiny_model, tiny_tokenizer, chat.stop_token_ids)
+    torch.manual_seed(0)
+    rollout = run_agent_loop(
+        task, source.make_environment(task), chat, generator, AgentLoopConfig(max_new_tokens=8)
+    )
+    assert rollout.status in {"ok", "truncated"} and rollout.verdict is not None
+    assert rollout.verdict.reward == 0.0  # gibberish never solves a four-turn BFCL task
+    assert 1 <= rollout.completion_tokens <= 8 * len(rollout.messages)
+    first_policy_token = rollout.sample.loss_mask.index(1)
+    prompt = tiny_tokenizer.decode(rollout.sample.token_ids[:first_policy_token])
+    assert prompt.endswith("<|im_start|>assistant\n") and task.user_turns[0] in prompt
+
+
+# ---- the engine ----------------------------------------------------------------------------------------
+def test_make_engine_hf_validates_options(synthetic_tasks, tiny_lm_dir):
+    _, frame = synthetic_tasks
+    with pytest.raises(ValueError, match="engine_options.model is required"):
+        make_engine("hf", frame, G, 0, {})
+    with pytest.raises(ValueError, match="top_p"):
+        make_engine("hf", frame, G, 0, engine_options(tiny_lm_dir, top_p=0.0))
+    with pytest.raises(ValueError, match="temperature"):
+        make_engine("hf", frame, G, 0, engine_options(tiny_lm_dir, grpo={"temperature": 0.5}))
+
+
+def test_hf_engine_step_returns_landing_rows_and_samples(synthetic_tasks, tiny_lm_dir, tmp_path):
+    _, frame = synthetic_tasks
+    engine = make_engine("hf", frame, G, 0, engine_options(tiny_lm_dir))
+    assert isinstance(engine, HFEngine) and engine.device.type == "cpu" and engine.dtype == torch.float32
+    batch = batch_of(frame, list(frame["task_id"][:2]))
+    rows, metrics = engine.run_step(batch, step=1)
+
+    assert set(rows.columns) == (set(REQUIRED) | set(OPTIONAL)) - {"campaign_id"}
+    assert rows["task_id"].tolist() == [t for t in batch["task_id"] for _ in range(G)]
+    assert rows["rollout_idx"].tolist() == [0, 1, 0, 1]
+    path = write_step_file(tmp_path, rows.assign(campaign_id="c"), "c", 1)
+    landed = read_and_validate(LandingFile.from_path(path), set(batch["task_id"]), G)
+    assert len(landed) == 4
+
+    samples = [r.sample for r in engine.last_rollouts]
+    for sample, row in zip(samples, rows.itertuples(), strict=True):
+        assert (sample.task_id, sample.rollout_idx, sample.reward) == (
+            row.task_id,
+            row.rollout_idx,
+            row.reward,
+        )
+        assert sum(sample.loss_mask) == row.completion_tokens >= 1
+        assert len(sample.token_ids) == row.prompt_tokens + row.completion_tokens
+        assert all((lp < 0) == bool(m) for lp, m in zip(sample.old_logprobs, sample.loss_mask, strict=True))
+    assert metrics["rollout/count"] == 4 and metrics["train/policy_tokens"] == rows["completion_tokens"].sum()
+    assert metrics["rollout/zero_variance_groups"] == 2  # the random model fails every synthetic task
+    assert metrics["rollout/envs_per_batch"] == batch["env_id"].nunique()
+
+
+class HalfScriptedEngine(HFEngine):
+    """Rollout 0 of each task is the gold solution written as tool calls; the others are sampled
+    from the tiny LM. Gives every group reward variance, so the GRPO step has a real signal."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.scripts: dict[str, list[str]] = {}
+
+    def rollout(self, task_ids, step):
+        for task_id in task_ids:
+            task = self.resolver.task(task_id)
+            self.scripts[task_id] = [
+                text for calls in task.gold for text in ("\n".join(map(format_tool_call, calls)), "Done.")
+            ]
+        return super().rollout(task_ids, step)
+
+    def generate(self, requests):
+        sampled = iter(self.generator([r for r in requests if r.rollout_idx != 0]))
+        out = []
+        for request in requests:
+            if request.rollout_idx:
+                out.append(next(sampled))
+                continue
+            ids = self.tokenizer(self.scripts[request.task_id].pop(0), add_special_tokens=False)["input_ids"]
+            out.append(Generation(ids + [self.tokenizer.eos_token_id], None, stopped=True))
+        return out
+
+
+def _gold_logprob(engine: HFEngine) -> float:
+    sample = engine.last_rollouts[0].sample
+    ids = torch.tensor([sample.token_ids])
+    with torch.no_grad():
+        logprobs = token_logprobs(engine.model, ids, torch.ones_like(ids))[0]
+    return float((logprobs * torch.tensor(sample.loss_mask, dtype=torch.float32)).sum())
+
+
+def test_hf_engine_learns_and_resumes_bit_for_bit(synthetic_tasks, tiny_lm_dir, tmp_path):
+    tasks, frame = synthetic_tasks
+    batch = batch_of(frame, [tasks[0].task_id])
+    options = engine_options(tiny_lm_dir, grpo={"learning_rate": 1e-3, "micro_batch_size": 2})
+
+    first = HalfScriptedEngine(frame, G, seed=3, **options)
+    initial = {k: v.clone() for k, v in first.model.state_dict().items()}
+    rows, metrics = first.run_step(batch, step=1)
+    assert rows["reward"].tolist() == [1.0, 0.0]
+    assert metrics["rollout/zero_variance_groups"] == 0 and metrics["train/skipped_step"] == 0
+    gold_before = first.last_rollouts[0].sample
+    logprob_before = sum(gold_before.old_logprobs)
+    assert _gold_logprob(first) > logprob_before  # the rewarded rollout became more likely
+    assert any(not torch.equal(initial[k], v) for k, v in first.model.state_dict().items())
+
+    first.save(tmp_path / "step=1")
+    rows_2, metrics_2 = first.run_step(batch, step=2)
+
+    resumed = HalfScriptedEngine(frame, G, seed=3, **options)
+    resumed.load(tmp_path / "step=1")
+    rows_2b, metrics_2b = resumed.run_step(batch, step=2)
+
+    timing = ["wall_time_s"]
+    pd.testing.assert_frame_equal(rows_2.drop(columns=timing), rows_2b.drop(columns=timing))
+    for key, value in first.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[key]), key
+    untimed = [k for k in metrics_2 if not k.endswith("_s") and not k.endswith("_per_s")]
+    assert {k: metrics_2[k] for k in untimed} == {k: metrics_2b[k] for k in untimed}

@@ -1,0 +1,351 @@
+"""The ``hf`` engine: rollouts with Hugging Face ``transformers`` ``generate`` (CPU or GPU) in the
+real environments, then one GRPO step on the same model.
+
+A step (``run_step``): for each task of the batch, G episodes of the agent loop
+(``training.agent_loop``) in fresh environments from the ``TaskResolver``; every round of the loop,
+the prompts of all unfinished episodes are generated together (left-padded, sorted by length,
+``generation_batch_size`` at a time). The finished samples are then scored by a teacher-forced
+forward pass of the policy (``score_samples``: log-softmax of logits / temperature, the same
+``training.grpo.token_logprobs`` the update uses, as TRL computes its old log-probs), so the PPO
+ratio starts at exactly the sampling policy's probabilities without keeping (T, vocabulary) logits
+of every generated token. Then ``training.grpo.grpo_update`` takes one optimiser step.
+
+Which groups are trained: all of them; when the batch holds ``oversample`` rows (DAPO dynamic
+sampling), the first B groups with reward variance, B = the batch's non-oversample rows (as the
+simulated engine does).
+
+Sampling is reproducible: the torch RNG is reseeded from (seed, step) before each step's rollouts,
+so a resumed campaign samples what an uninterrupted one would. Options: :class:`HFEngineOptions`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from training.agent_loop import (
+    AgentLoopConfig,
+    ChatFormat,
+    Episode,
+    Generation,
+    GenerationRequest,
+    Rollout,
+    run_episodes,
+)
+from training.engines.base import RolloutEngine
+from training.grpo import GRPOConfig, grpo_update, make_optimizer, pad_samples, token_logprobs
+from training.samples import Sample
+from training.tasks import TaskResolver
+from training.training_state import load_training_state, save_training_state
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class HFEngineOptions:
+    """``engine_options`` of a campaign using the ``hf`` (or ``vllm``) engine."""
+
+    model: str = ""
+    """Local folder of a Hugging Face causal LM with a chat template that supports ``tools=``."""
+    max_new_tokens: int = 512
+    """Most tokens of one generation (one assistant message)."""
+    max_total_tokens: int = 16384
+    """Most tokens of a whole conversation (prompt, outputs, tool results, later user turns)."""
+    max_calls_per_turn: int = 16
+    """Most tool calls the model may make in one user turn before the rollout is truncated."""
+    temperature: float = 1.0
+    """Sampling temperature (the GRPO update scores tokens at the same temperature)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass; 1.0 samples from the whole distribution."""
+    sources: list[str] = field(default_factory=list)
+    """Environment sources of the tasks; empty: the ``<source>/`` prefixes of the pool's task ids."""
+    source_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Constructor options per source (e.g. {"synthetic": {"n_envs": 50}})."""
+    device: str = ""
+    """torch device; empty: ``cuda`` when available, else ``cpu``."""
+    dtype: str = ""
+    """Weights dtype (float32, bfloat16, float16); empty: bfloat16 on CUDA, float32 on CPU."""
+    generation_batch_size: int = 16
+    """Prompts generated together by ``generate`` (``hf`` engine only)."""
+    system_prompt: str | None = None
+    """Optional system message before the first user turn."""
+    timeout_s: float | None = None
+    """Wall-clock limit of one rollout (status ``timeout``); None: none."""
+    grpo: dict[str, Any] = field(default_factory=dict)
+    """Fields of ``training.grpo.GRPOConfig`` (learning_rate, epsilon_high, beta, ...); its temperature
+    and seed come from this engine."""
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ValueError("engine_options.model is required: the folder of a local Hugging Face model")
+        if not Path(self.model).is_dir():
+            raise ValueError(f"engine_options.model {self.model!r} is not a folder (models load offline)")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 for GRPO sampling, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.dtype and self.dtype not in DTYPES:
+            raise ValueError(f"dtype {self.dtype!r} unknown; choose from {sorted(DTYPES)}")
+        if self.generation_batch_size < 1:
+            raise ValueError("generation_batch_size must be >= 1")
+        if "temperature" in self.grpo or "seed" in self.grpo:
+            raise ValueError(
+                "set temperature (and the campaign seed) on the engine, not in engine_options.grpo"
+            )
+        AgentLoopConfig(**self.loop_fields())  # validates the loop limits
+
+    def loop_fields(self) -> dict[str, Any]:
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "max_total_tokens": self.max_total_tokens,
+            "max_calls_per_turn": self.max_calls_per_turn,
+            "system_prompt": self.system_prompt,
+            "timeout_s": self.timeout_s,
+        }
+
+
+def stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """EOS ids of the model's generation config and the tokenizer (Qwen lists <|im_end|> and
+    <|endoftext|>)."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tokenizer.eos_token_id is not None:
+        ids.append(tokenizer.eos_token_id)
+    return list(dict.fromkeys(ids))
+
+
+class HFGenerator:
+    """``GenerateFn`` over ``model.generate`` with sampling; returns no log-probs (see score_samples)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        stop_ids: Sequence[int],
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        batch_size: int = 16,
+    ):
+        from transformers import GenerationConfig
+
+        self.model, self.stop_ids = model, list(stop_ids)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
+        self.batch_size = batch_size
+        self.config = GenerationConfig(
+            do_sample=True,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=0,
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+        )
+        self.generated_tokens = 0
+
+    @torch.no_grad()
+    def __call__(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        out: list[Generation | None] = [None] * len(requests)
+        order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            for i, generation in zip(chunk, self._generate([requests[i] for i in chunk]), strict=True):
+                out[i] = generation
+        return out  # type: ignore[return-value]
+
+    def _generate(self, requests: list[GenerationRequest]) -> list[Generation]:
+        device = next(self.model.parameters()).device
+        width = max(len(r.prompt_ids) for r in requests)
+        input_ids = torch.full((len(requests), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for row, request in enumerate(requests):  # left padding: every prompt ends at column width-1
+            input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
+            attention_mask[row, width - len(request.prompt_ids) :] = 1
+        self.model.eval()
+        sequences = self.model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention_mask.to(device),
+            generation_config=self.config,
+            max_new_tokens=max(r.max_new_tokens for r in requests),
+            use_model_defaults=False,
+        )
+        generated = sequences[:, width:].tolist()  # (B, L)
+        results = []
+        for request, tokens in zip(requests, generated, strict=True):
+            tokens = tokens[: request.max_new_tokens]
+            stop = next((k for k, t in enumerate(tokens) if t in self.stop_ids), None)
+            if stop is not None:
+                tokens = tokens[: stop + 1]
+            self.generated_tokens += len(tokens)
+            results.append(Generation(tokens, None, stopped=stop is not None))
+        return results
+
+
+@torch.no_grad()
+def score_samples(
+    model: Any, samples: Sequence[Sample], temperature: float, micro_batch_size: int, pad_id: int, bf16: bool
+) -> None:
+    """Fill each sample's ``old_logprobs`` (in place) with log pi_old(token | prefix) at ``temperature``
+    where its loss mask is 1 (0.0 elsewhere), using the trainer's own forward (``token_logprobs``)."""
+    device = next(model.parameters()).device
+    autocast = torch.autocast(
+        device_type=device.type, dtype=torch.bfloat16, enabled=bf16 and device.type == "cuda"
+    )
+    model.eval()
+    for start in range(0, len(samples), micro_batch_size):
+        micro = list(samples[start : start + micro_batch_size])
+        batch = pad_samples(micro, pad_id)
+        with autocast:
+            logprobs = token_logprobs(
+                model, batch["input_ids"].to(device), batch["attention_mask"].to(device), temperature
+            )  # (B, T)
+        logprobs = (logprobs.float().cpu() * batch["loss_mask"]).tolist()
+        for sample, row in zip(micro, logprobs, strict=True):
+            sample.old_logprobs = row[: len(sample.token_ids)]
+
+
+class HFEngine(RolloutEngine):
+    """Policy, optimiser and rollouts in one process (``transformers``); see the module docstring."""
+
+    name = "hf"
+
+    def __init__(self, tasks: pd.DataFrame, group_size: int, seed: int = 0, **options: Any):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.options = HFEngineOptions(**options)
+        self.group_size, self.seed = group_size, seed
+        sources = self.options.sources or sorted({str(t).split("/")[0] for t in tasks["task_id"]})
+        self.resolver = TaskResolver(sources, self.options.source_options)
+        self.env_of = dict(zip(tasks["task_id"], tasks["env_id"], strict=True)) if "env_id" in tasks else {}
+        self.device = torch.device(self.options.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        dtype_name = self.options.dtype or ("bfloat16" if self.device.type == "cuda" else "float32")
+        self.dtype = DTYPES[dtype_name]
+        self.tokenizer = AutoTokenizer.from_pretrained(self.options.model)
+        self.model = AutoModelForCausalLM.from_pretrained(self.options.model, dtype=self.dtype).to(
+            self.device
+        )
+        self.grpo = GRPOConfig(**self.options.grpo, temperature=self.options.temperature, seed=seed)
+        self.optimizer = make_optimizer(self.model, self.grpo)
+        self.ref_model = None
+        if self.grpo.beta > 0:
+            self.ref_model = AutoModelForCausalLM.from_pretrained(self.options.model, dtype=self.dtype)
+            self.ref_model.to(self.device).eval().requires_grad_(False)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.chat = ChatFormat(self.tokenizer, stop_token_ids(self.model, self.tokenizer))
+        self.loop_config = AgentLoopConfig(**self.options.loop_fields())
+        self.last_rollouts: list[Rollout] = []  # the latest step's rollouts, for logging and inspection
+        self.generator = HFGenerator(
+            self.model,
+            self.tokenizer,
+            self.chat.stop_token_ids,
+            self.options.temperature,
+            self.options.top_p,
+            self.options.generation_batch_size,
+        )
+
+    # ---- rollouts -------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """The engine's ``GenerateFn`` (the ``vllm`` engine overrides it)."""
+        return self.generator(requests)
+
+    def rollout(self, task_ids: Sequence[str], step: int) -> list[Rollout]:
+        """G rollouts per task, consecutive per task, scored by the verifiers and the policy."""
+        torch.manual_seed(self.seed * 1_000_003 + step)
+        episodes = [
+            Episode(self.resolver.task(t), self.resolver.environment(t), self.chat, self.loop_config, g)
+            for t in task_ids
+            for g in range(self.group_size)
+        ]
+        rollouts = run_episodes(episodes, self.generate)
+        score_samples(
+            self.model,
+            [r.sample for r in rollouts],
+            self.grpo.temperature,
+            self.grpo.micro_batch_size,
+            self.pad_id,
+            self.grpo.bf16,
+        )
+        return rollouts
+
+    def run_step(self, batch: pd.DataFrame, step: int) -> tuple[pd.DataFrame, dict[str, float]]:
+        started = time.perf_counter()
+        task_ids = [str(t) for t in batch["task_id"]]
+        rollouts = self.last_rollouts = self.rollout(task_ids, step)
+        rollout_time = time.perf_counter() - started
+        samples = self.training_samples(batch, rollouts)
+        train = grpo_update(
+            self.model, self.optimizer, samples, self.group_size, self.grpo, self.ref_model, self.pad_id
+        )
+        rows = pd.DataFrame([r.landing_row(step) for r in rollouts])
+        metrics = {
+            **train,
+            **rollout_metrics(rollouts, batch, self.group_size, rollout_time, self.env_of),
+            "train/trained_groups": float(len(samples) // self.group_size),
+            "train/step_time_s": time.perf_counter() - started,
+        }
+        return rows, metrics
+
+    def training_samples(self, batch: pd.DataFrame, rollouts: list[Rollout]) -> list[Sample]:
+        """All groups, or with DAPO over-sampling the first B groups that have reward variance."""
+        samples = [r.sample for r in rollouts]
+        if "role" not in batch or not (batch["role"] == "oversample").any():
+            return samples
+        primary = int((batch["role"] != "oversample").sum())
+        g = self.group_size
+        groups = [samples[i : i + g] for i in range(0, len(samples), g)]
+        informative = [grp for grp in groups if len({s.reward for s in grp}) > 1][:primary]
+        return [s for grp in (informative or groups[:primary]) for s in grp]
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def save(self, directory: Path) -> None:
+        directory = Path(directory)
+        save_training_state(
+            directory,
+            self.model,
+            self.optimizer,
+            extra={"engine": self.name, "grpo": asdict(self.grpo)},
+        )
+        self.tokenizer.save_pretrained(directory / "policy")  # the policy folder loads as a model
+
+    def load(self, directory: Path) -> None:
+        load_training_state(Path(directory), self.model, self.optimizer)
+
+
+def rollout_metrics(
+    rollouts: list[Rollout],
+    batch: pd.DataFrame,
+    group_size: int,
+    rollout_time_s: float,
+    env_of: dict[str, str],
+) -> dict[str, float]:
+    """Step metrics of the rollouts (every group of the batch, over-sampled ones included)."""
+    rewards = np.array([r.sample.reward for r in rollouts]).reshape(-1, group_size)
+    statuses = pd.Series([r.status for r in rollouts])
+    completion = sum(r.completion_tokens for r in rollouts)
+    env_ids = {env_of.get(str(t), str(t).rsplit("/", 1)[0]) for t in batch["task_id"]}
+    metrics = {
+        "rollout/count": float(len(rollouts)),
+        "rollout/reward_mean": float(rewards.mean()),
+        "rollout/reward_std": float(rewards.std()),
+        "rollout/zero_variance_groups": float((rewards.max(axis=1) == rewards.min(axis=1)).sum()),
+        "rollout/group_variance_mean": float(rewards.var(axis=1).mean()),
+        "rollout/turns_mean": float(np.mean([r.n_turns for r in rollouts])),
+        "rollout/tool_calls_mean": float(np.mean([r.n_tool_calls for r in rollouts])),
+        "rollout/parse_errors": float(
+            sum(r.sample.metrics.get("rollout/parse_errors", 0.0) for r in rollouts)
+        ),
+        "rollout/tools_per_batch": float(len({t for r in rollouts for t in r.tools_used})),
+        "rollout/envs_per_batch": float(len(env_ids)),
+        "rollout/prompt_tokens": float(sum(r.prompt_tokens for r in rollouts)),
+        "rollout/completion_tokens": float(completion),
+        "rollout/time_s": rollout_time_s,
+        "rollout/completion_tokens_per_s": completion / max(rollout_time_s, 1e-9),
+    }
+    for status in ("ok", "truncated", "timeout", "error"):
+        metrics[f"rollout/status_{status}"] = float((statuses == status).sum())
+    return metrics
