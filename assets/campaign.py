@@ -15,6 +15,7 @@ import pandas as pd
 from assets.catalog import WAREHOUSE_POOL, check_result
 from envsched_core import TaskStats, batch_metrics
 from pipelines.campaign import CampaignConfig, campaign_catalog, dump_state, restore_scheduler
+from pipelines.mlflow_resource import MLflowResource
 from pipelines.resources import PathsResource, WarehouseResource
 from warehouse.landing import ContractError, LandingFile, read_and_validate
 
@@ -92,7 +93,9 @@ def task_stats(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     deps=[rollouts, "within_env_edges", "cross_env_edges"],
     pool=WAREHOUSE_POOL,
 )
-def variance_predictions(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+def variance_predictions(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, mlflow: MLflowResource
+):
     """Fold the latest step's rollouts into the scheduler; predict every task's reward variance."""
     store = warehouse.warehouse()
     campaign_id = context.partition_key
@@ -121,6 +124,12 @@ def variance_predictions(context: dg.AssetExecutionContext, warehouse: Warehouse
         cross if cross is not None else pd.DataFrame(),
         version,
         metrics,
+    )
+    # The batch metrics go to the campaign's MLflow run too, under the same names as in step_metrics.
+    tracker = mlflow.tracker()
+    run = tracker.start_campaign(campaign_id, params=cfg.to_dict(), dagster_run_id=context.run.run_id)
+    tracker.log_step(
+        run.run_id, step, {k: v for k, v in metrics.items() if not math.isnan(v)}, context.run.run_id
     )
     return dg.MaterializeResult(
         metadata={

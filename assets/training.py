@@ -6,6 +6,7 @@ import dagster as dg
 from assets.campaign import campaign_config, campaigns
 from assets.catalog import WAREHOUSE_POOL
 from pipelines.campaign import campaign_tasks
+from pipelines.mlflow_resource import MLflowResource
 from pipelines.resources import PathsResource, WarehouseResource
 from training.checkpoints import checkpoint_dir, save_checkpoint
 from training.engines import make_engine
@@ -13,7 +14,12 @@ from warehouse.landing import step_path, write_step_file
 
 
 @dg.asset(group_name="training", partitions_def=campaigns, pool=WAREHOUSE_POOL)
-def training_step(context: dg.AssetExecutionContext, warehouse: WarehouseResource, paths: PathsResource):
+def training_step(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    paths: PathsResource,
+    mlflow: MLflowResource,
+):
     """One training step on the latest scheduled batch (it reads `batches`; the loop back to
     `scheduled_batch` closes through the landing sensor, so the asset graph stays acyclic)."""
     store, home = warehouse.warehouse(), paths.paths()
@@ -39,10 +45,29 @@ def training_step(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
                 description=f"campaign '{campaign_id}': checkpoint of step {step - 1} missing: {previous}"
             )
         engine.load(previous)
-    rows, metrics = engine.run_step(store.batch(campaign_id, step), step)
-    checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step)
-    store.record_checkpoint(campaign_id, step, checkpoint.as_uri(), metrics)
+    batch = store.batch(campaign_id, step)
+    rows, metrics = engine.run_step(batch, step)
+    checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step, keep=cfg.keep_checkpoints)
+    # MLflow before the landing file: the file triggers ingestion, so a failed log fails the step first.
+    links = mlflow.tracker().log_training_step(
+        campaign_id,
+        step,
+        metrics,
+        batch,
+        checkpoint.as_uri(),
+        params=cfg.to_dict(),
+        dagster_run_id=context.run.run_id,
+        batch_source=str(store.path),
+    )
+    store.record_checkpoint(campaign_id, step, checkpoint.as_uri(), metrics, links["mlflow_run_id"])
     write_step_file(home.landing, rows.assign(campaign_id=campaign_id), campaign_id, step)
     return dg.MaterializeResult(
-        metadata={"step": step, "landing_file": str(landing), "checkpoint": checkpoint.as_uri(), **metrics}
+        metadata={
+            "step": step,
+            "landing_file": str(landing),
+            "checkpoint": checkpoint.as_uri(),
+            "mlflow_run_id": links["mlflow_run_id"],
+            "mlflow_run_url": dg.MetadataValue.url(links["mlflow_run_url"]),
+            **metrics,
+        }
     )

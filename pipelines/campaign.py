@@ -61,6 +61,8 @@ class CampaignConfig:
     """Options of the engine's constructor (e.g. a model path)."""
     steps: int = 20
     """Steps to run."""
+    keep_checkpoints: int = 0
+    """Checkpoint folders kept per campaign (newest first); 0 keeps all."""
     seed: int = 0
     """Seed of the scheduler and the engine."""
 

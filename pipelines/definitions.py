@@ -11,6 +11,7 @@ from assets.catalog import catalog_checks, environment_catalog
 from assets.graph import cross_env_edges, graph_checks, task_embeddings, within_env_edges
 from assets.training import training_step
 from pipelines.jobs import build_graph, ingest_rollouts, plan_step, refresh_catalog, train_step
+from pipelines.mlflow_resource import MLflowResource
 from pipelines.resources import PathsResource, WarehouseResource
 from pipelines.sensors import landing_sensor
 
@@ -29,5 +30,5 @@ defs = dg.Definitions(
     asset_checks=[*catalog_checks, *graph_checks],
     jobs=[refresh_catalog, build_graph, plan_step, train_step, ingest_rollouts],
     sensors=[landing_sensor],
-    resources={"warehouse": WarehouseResource(), "paths": PathsResource()},
+    resources={"warehouse": WarehouseResource(), "paths": PathsResource(), "mlflow": MLflowResource()},
 )

@@ -61,6 +61,21 @@ def test_campaign_run_five_steps_leaves_every_table_filled(driver):
     assert (store.batch("five", 5)["role"] == "exploit").any()
     runs = {r.job_name for r in driver.instance.get_runs()}
     assert {"plan_step", "train_step", "ingest_rollouts"} <= runs
+    # MLflow: one run for the campaign, the same metric names as step_metrics, a batch input per step.
+    from mlflow import MlflowClient
+
+    from training.mlflow_tracking import sqlite_uri
+
+    client = MlflowClient(tracking_uri=sqlite_uri(Paths.from_env().mlflow_db))
+    (run,) = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], "tags.`envsched.campaign_id` = 'five'"
+    )
+    for name in ("rollout/reward_mean", "schedule/mean_variance"):
+        history = client.get_metric_history(run.info.run_id, name)
+        assert sorted(m.step for m in history) == [1, 2, 3, 4, 5]
+        assert {m.step: m.value for m in history}[5] == pytest.approx(metrics.loc[5, name])
+    assert len(client.get_run(run.info.run_id).inputs.dataset_inputs) == 5
+    assert store.scalar("SELECT count(mlflow_run_id) FROM checkpoints WHERE campaign_id = 'five'") == 5
 
 
 def test_campaign_sensor_fired_twice_and_file_redelivered_add_no_rows(driver):
