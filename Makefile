@@ -6,7 +6,7 @@ export ENVSCHED_HOME ?= $(CURDIR)/var
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test lint ui venv clean
+.PHONY: run test lint ui mlflow-ui venv clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: venv
 
 ui: venv
 	$(BIN)/envsched ui
+
+mlflow-ui: venv
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(ENVSCHED_HOME)/mlflow/mlflow.db \
+		--default-artifact-root $(ENVSCHED_HOME)/mlflow/artifacts -h 127.0.0.1 -p 5000
 
 clean:
 	rm -rf var
