@@ -191,7 +191,9 @@ def score_samples(
     model: Any, samples: Sequence[Sample], temperature: float, micro_batch_size: int, pad_id: int, bf16: bool
 ) -> None:
     """Fill each sample's ``old_logprobs`` (in place) with log pi_old(token | prefix) at ``temperature``
-    where its loss mask is 1 (0.0 elsewhere), using the trainer's own forward (``token_logprobs``)."""
+    where its loss mask is 1 (0.0 elsewhere), using the trainer's own forward (``token_logprobs``).
+    Samples without policy tokens (a rollout that failed before the model spoke) are left as they are."""
+    samples = [s for s in samples if any(s.loss_mask)]
     device = next(model.parameters()).device
     autocast = torch.autocast(
         device_type=device.type, dtype=torch.bfloat16, enabled=bf16 and device.type == "cuda"
