@@ -137,20 +137,19 @@ class ChatFormat:
 
     def continuation(self, new_messages: list[dict[str, Any]]) -> list[int]:
         """Tokens after an assistant turn's stop token up to the next generation prompt."""
-        return self.encode(self._after_assistant(new_messages, add_generation_prompt=True))
-
-    def _after_assistant(self, new_messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
-        base = [{"role": "user", "content": self._USER}, {"role": "assistant", "content": self._ASSISTANT}]
-        text = self.render(base + new_messages, add_generation_prompt=add_generation_prompt)
-        after = text[text.index(self._ASSISTANT) + len(self._ASSISTANT) :]
+        after = self._after_placeholder(new_messages, add_generation_prompt=True)
         if not after.startswith(self._end_of_turn):
             raise ValueError(f"chat template: assistant turn does not end with {self._end_of_turn!r}")
-        return after[len(self._end_of_turn) :]
+        return self.encode(after[len(self._end_of_turn) :])
+
+    def _after_placeholder(self, new_messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+        """What the template renders after the placeholder assistant message of a fixed conversation."""
+        base = [{"role": "user", "content": self._USER}, {"role": "assistant", "content": self._ASSISTANT}]
+        text = self.render(base + new_messages, add_generation_prompt=add_generation_prompt)
+        return text[text.index(self._ASSISTANT) + len(self._ASSISTANT) :]
 
     def _find_end_of_turn(self) -> str:
-        base = [{"role": "user", "content": self._USER}, {"role": "assistant", "content": self._ASSISTANT}]
-        text = self.render(base, add_generation_prompt=False)
-        after = text[text.index(self._ASSISTANT) + len(self._ASSISTANT) :]
+        after = self._after_placeholder([], add_generation_prompt=False)
         for token_id in self.stop_token_ids:
             stop = self.decode([token_id])
             if stop and after.startswith(stop):
@@ -275,13 +274,11 @@ class Episode:
         self.messages.append({"role": "assistant", "content": text})
         parsed = parse_tool_calls(text)
         record = self.trajectory.turns[-1]
-        if not parsed.calls and not parsed.errors:
-            if parsed.text:
-                record.replies.append(parsed.text)
-            self._next_turn()
-            return
         if parsed.text:
             record.replies.append(parsed.text)
+        if not parsed.calls and not parsed.errors:
+            self._next_turn()
+            return
         room = self.config.max_calls_per_turn - self.calls_this_turn
         results: list[dict[str, Any]] = []
         for call in parsed.calls[:room]:

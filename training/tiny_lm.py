@@ -102,6 +102,15 @@ tweet comment follow stock trade market vehicle engine door lock fuel tire tempe
 reminder note food restaurant shopping cart address email password login logout authenticate error
 result results value values string integer boolean array object required description parameters
 properties type function arguments tool call response system assistant question answer ok done yes no
+which allows control manage view information such various operations operation current provides access
+default perform simple basic creating reading writing following unit part core functionality support
+none mode retrieve format used calculate location base specified specific keyword history only local
+given convert change one two false true start based supplied another details limit contents allowed
+must second its method pattern optional filter compute round option nearest gets end containing
+absolute maximum minimum mean percentage places sum use target customer years year purchase working
+into readable returns contain within provided existing characters relevant close changed updates input
+using desired displays sets range info available transaction handle management initial options rate
+field service code register belongs their belongs default defaults client mode display api token
 """.split()
 _TOOL_NAMES = """
 cd ls mkdir mv cp rm rmdir cat grep sort diff touch echo wc tail pwd du find post_tweet get_tweet

@@ -5,6 +5,8 @@ tokenizer, ending with <|im_end|>), so the trajectories, the verifier's reward a
 can be checked exactly. The random tiny LM itself drives BFCL in ``test_hf_engine.py``.
 """
 
+import dataclasses
+
 import pytest
 
 from environments.base import ToolCall
@@ -216,3 +218,24 @@ def test_run_episodes_batches_one_generate_call_per_round(bfcl, chat, tiny_token
 def test_chat_format_rejects_a_stop_token_the_template_does_not_end_turns_with(tiny_tokenizer):
     with pytest.raises(ValueError, match="starts with none of the stop tokens"):
         ChatFormat(tiny_tokenizer, stop_token_ids=[tiny_tokenizer.pad_token_id])
+
+
+def test_agent_loop_broken_task_ends_in_error_status_without_policy_tokens(bfcl, chat, tiny_tokenizer):
+    source, tasks = bfcl
+    task = tasks["bfcl_v3_multi_turn/multi_turn_base_0"]
+    broken = dataclasses.replace(task, metadata={})  # the environment cannot reset without its classes
+    rollout = run_agent_loop(broken, source.make_environment(broken), chat, Scripted(tiny_tokenizer, []))
+    assert rollout.status == "error" and rollout.error.startswith("KeyError")
+    assert rollout.sample.reward == 0.0 and rollout.verdict is None
+    assert sum(rollout.sample.loss_mask) == 0
+
+
+def test_agent_loop_timeout_stops_before_the_next_generation(bfcl, chat, tiny_tokenizer):
+    source, tasks = bfcl
+    task = tasks["bfcl_v3_multi_turn/multi_turn_base_0"]
+    model = Scripted(tiny_tokenizer, [])
+    rollout = run_agent_loop(
+        task, source.make_environment(task), chat, model, AgentLoopConfig(timeout_s=1e-9)
+    )
+    assert rollout.status == "timeout" and model.requests == []
+    assert rollout.verdict.reward == 0.0 and rollout.completion_tokens == 0

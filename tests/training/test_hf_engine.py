@@ -198,3 +198,12 @@ def test_hf_engine_learns_and_resumes_bit_for_bit(synthetic_tasks, tiny_lm_dir, 
         assert torch.equal(value, resumed.model.state_dict()[key]), key
     untimed = [k for k in metrics_2 if not k.endswith("_s") and not k.endswith("_per_s")]
     assert {k: metrics_2[k] for k in untimed} == {k: metrics_2b[k] for k in untimed}
+
+
+def test_score_samples_skips_samples_without_policy_tokens(tiny_model):
+    empty = Sample("t", 0, [], [], [], 0.0)  # a rollout whose environment failed before the prompt
+    context_only = Sample("t", 1, [5, 6], [0, 0], [0.0, 0.0], 0.0)
+    score_samples(
+        tiny_model, [empty, context_only], temperature=1.0, micro_batch_size=2, pad_id=0, bf16=False
+    )
+    assert (empty.old_logprobs, context_only.old_logprobs) == ([], [0.0, 0.0])

@@ -191,7 +191,9 @@ def score_samples(
     model: Any, samples: Sequence[Sample], temperature: float, micro_batch_size: int, pad_id: int, bf16: bool
 ) -> None:
     """Fill each sample's ``old_logprobs`` (in place) with log pi_old(token | prefix) at ``temperature``
-    where its loss mask is 1 (0.0 elsewhere), using the trainer's own forward (``token_logprobs``)."""
+    where its loss mask is 1 (0.0 elsewhere), using the trainer's own forward (``token_logprobs``).
+    Samples without policy tokens (a rollout that failed before the model spoke) are left as they are."""
+    samples = [s for s in samples if any(s.loss_mask)]
     device = next(model.parameters()).device
     autocast = torch.autocast(
         device_type=device.type, dtype=torch.bfloat16, enabled=bf16 and device.type == "cuda"
@@ -213,11 +215,12 @@ class HFEngine(RolloutEngine):
     """Policy, optimiser and rollouts in one process (``transformers``); see the module docstring."""
 
     name = "hf"
+    options_class: type[HFEngineOptions] = HFEngineOptions
 
     def __init__(self, tasks: pd.DataFrame, group_size: int, seed: int = 0, **options: Any):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.options = HFEngineOptions(**options)
+        self.options = self.options_class(**options)
         self.group_size, self.seed = group_size, seed
         sources = self.options.sources or sorted({str(t).split("/")[0] for t in tasks["task_id"]})
         self.resolver = TaskResolver(sources, self.options.source_options)
@@ -253,6 +256,10 @@ class HFEngine(RolloutEngine):
         """The engine's ``GenerateFn`` (the ``vllm`` engine overrides it)."""
         return self.generator(requests)
 
+    def sample_episodes(self, episodes: list[Episode]) -> list[Rollout]:
+        """Run the episodes to the end (the ``vllm`` engine wraps this in wake-up / sleep)."""
+        return run_episodes(episodes, self.generate)
+
     def rollout(self, task_ids: Sequence[str], step: int) -> list[Rollout]:
         """G rollouts per task, consecutive per task, scored by the verifiers and the policy."""
         torch.manual_seed(self.seed * 1_000_003 + step)
@@ -261,7 +268,7 @@ class HFEngine(RolloutEngine):
             for t in task_ids
             for g in range(self.group_size)
         ]
-        rollouts = run_episodes(episodes, self.generate)
+        rollouts = self.sample_episodes(episodes)
         score_samples(
             self.model,
             [r.sample for r in rollouts],

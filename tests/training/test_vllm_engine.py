@@ -1,0 +1,112 @@
+"""The ``vllm`` engine's CPU-checkable parts. vLLM itself cannot run here (no GPU): the request
+grouping and output mapping are checked against a stand-in for ``vllm.LLM`` that records the
+requests and answers them (the only stand-in in these tests, for a part that needs a GPU)."""
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+
+from training.agent_loop import ChatFormat, GenerationRequest
+from training.engines import make_engine
+from training.engines.vllm import VLLMEngine, VLLMEngineOptions
+
+
+@dataclass
+class RecordedSamplingParams:
+    """Takes SamplingParams' keyword arguments and keeps them."""
+
+    n: int = 1
+    kwargs: dict = field(default_factory=dict)
+
+    def __init__(self, n=1, **kwargs):
+        self.n, self.kwargs = n, kwargs
+
+
+class StandInLLM:
+    """Answers request k with completions [100 + k, stop] (or a length cut for max_tokens 1)."""
+
+    def __init__(self, stop_id, include_stop):
+        self.stop_id, self.include_stop = stop_id, include_stop
+        self.calls = []
+
+    def generate(self, prompts, sampling_params, use_tqdm):
+        self.calls.append((prompts, sampling_params))
+        outputs = []
+        for k, params in enumerate(sampling_params):
+            completions = []
+            for _ in range(params.n):
+                if params.kwargs["max_tokens"] == 1:
+                    completions.append(
+                        SimpleNamespace(token_ids=[100 + k], finish_reason="length", stop_reason=None)
+                    )
+                else:
+                    tokens = [100 + k] + ([self.stop_id] if self.include_stop else [])
+                    completions.append(
+                        SimpleNamespace(token_ids=tokens, finish_reason="stop", stop_reason=None)
+                    )
+            outputs.append(SimpleNamespace(outputs=completions))
+        return outputs
+
+
+def stand_in_engine(tokenizer, model_dir, include_stop=True):
+    engine = object.__new__(VLLMEngine)
+    engine.options = VLLMEngineOptions(model=str(model_dir), temperature=0.8, top_p=0.9)
+    engine.chat = ChatFormat(tokenizer)
+    engine.seed, engine._step = 7, 3
+    engine._vllm = SimpleNamespace(SamplingParams=RecordedSamplingParams)
+    engine.llm = StandInLLM(tokenizer.eos_token_id, include_stop)
+    return engine
+
+
+@pytest.mark.parametrize("include_stop", [True, False])  # vLLM versions differ on returning the stop token
+def test_vllm_generate_groups_identical_prompts_into_one_request_with_n(
+    tiny_tokenizer, tiny_lm_dir, include_stop
+):
+    engine = stand_in_engine(tiny_tokenizer, tiny_lm_dir, include_stop)
+    eos = tiny_tokenizer.eos_token_id
+    requests = [
+        GenerationRequest([1, 2, 3], 8, "a", 0),
+        GenerationRequest([1, 2, 3], 8, "a", 1),
+        GenerationRequest([4, 5], 1, "b", 0),
+        GenerationRequest([1, 2, 3], 8, "a", 2),
+    ]
+    generations = engine.generate(requests)
+    prompts, params = engine.llm.calls[0]
+    assert prompts == [{"prompt_token_ids": [1, 2, 3]}, {"prompt_token_ids": [4, 5]}]
+    assert [p.n for p in params] == [3, 1]
+    assert params[0].kwargs | {"seed": None} == {
+        "temperature": 0.8,
+        "top_p": 0.9,
+        "top_k": -1,
+        "max_tokens": 8,
+        "stop_token_ids": [eos],
+        "skip_special_tokens": False,
+        "seed": None,
+    }
+    assert params[0].kwargs["seed"] != params[1].kwargs["seed"]
+    assert [g.token_ids for g in generations] == [[100, eos], [100, eos], [101], [100, eos]]
+    assert [g.stopped for g in generations] == [True, True, False, True]
+
+
+def test_vllm_request_seed_does_not_depend_on_batching(tiny_tokenizer, tiny_lm_dir):
+    engine = stand_in_engine(tiny_tokenizer, tiny_lm_dir)
+    request = GenerationRequest([1, 2, 3], 8, "a", 1)
+    engine.generate([request])
+    engine.generate([GenerationRequest([9] * 5, 8, "z", 0), request])
+    first, second = engine.llm.calls
+    assert first[1][0].kwargs["seed"] == second[1][1].kwargs["seed"]
+
+
+def test_make_engine_vllm_without_gpu_says_to_use_hf(tiny_lm_dir):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU; on CPU use engine 'hf'"):
+        make_engine("vllm", pd.DataFrame({"task_id": [], "env_id": []}), 2, 0, {"model": str(tiny_lm_dir)})
+
+
+def test_vllm_options_validate_memory_share(tiny_lm_dir):
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        VLLMEngineOptions(model=str(tiny_lm_dir), gpu_memory_utilization=1.5)
