@@ -56,7 +56,9 @@ class CampaignConfig:
     group_size: int = 8
     """G: rollouts per task."""
     engine: str = "simulated"
-    """Rollout engine: ``simulated`` (the envsched_core simulator over the real catalogue, CPU, seconds)."""
+    """Rollout engine: ``simulated`` (the envsched_core simulator over the real catalogue, CPU, seconds),
+    ``hf`` (a causal LM with transformers ``generate`` in the real environments, GRPO update; CPU or GPU)
+    or ``vllm`` (the same with vLLM sampling on a GPU)."""
     engine_options: dict[str, Any] = field(default_factory=dict)
     """Options of the engine's constructor (e.g. a model path)."""
     steps: int = 20

@@ -17,6 +17,7 @@ import sys
 import click
 
 from pipelines.paths import Paths
+from training.engines.base import ENGINES
 
 
 def _paths() -> Paths:
@@ -139,7 +140,11 @@ def campaign() -> None:
     show_default=True,
     type=click.Choice(["envsched", "random", "dapo", "greso", "mopps", "dps"]),
 )
-@click.option("--engine", default="simulated", show_default=True, type=click.Choice(["simulated"]))
+@click.option("--engine", default="simulated", show_default=True, type=click.Choice(list(ENGINES)))
+@click.option("--model", default=None, help="Local model folder for the hf / vllm engines.")
+@click.option(
+    "--engine-option", "engine_options", multiple=True, help="Engine option key=value (repeatable)."
+)
 @click.option("--source", "sources", multiple=True, default=("bfcl_v3_multi_turn",), show_default=True)
 @click.option("--split", "splits", multiple=True, help="Task splits in the pool (default: all).")
 @click.option("--batch-size", default=64, show_default=True)
@@ -165,6 +170,7 @@ def campaign_run(
         batch_size=batch_size,
         group_size=group_size,
         engine=engine,
+        engine_options={**_parse_options(engine_options), **({"model": model} if model else {})},
         steps=steps,
         seed=seed,
     )

@@ -207,3 +207,32 @@ def test_campaign_killed_between_ingest_and_next_batch_resumes_exactly(driver, m
         )
         assert len(crashed) > 0 and crashed.equals(clean)
     assert _count(driver.store, "rollouts", "crash") == B * G * 4
+
+
+def test_campaign_with_hf_engine_runs_a_tiny_lm_through_the_pipeline(driver, tmp_path):
+    """Real model (tiny, random), real BFCL environments and verifier, GRPO step, landing file, sensor."""
+    from training.tiny_lm import build_tiny_lm
+
+    model = build_tiny_lm(tmp_path / "tiny-lm", seed=0)
+    config = CampaignConfig(
+        campaign_id="hf",
+        splits=["base"],
+        batch_size=2,
+        group_size=2,
+        steps=2,
+        engine="hf",
+        engine_options={"model": str(model), "max_new_tokens": 8},
+    )
+    run_campaign(config, driver)
+    store = driver.store
+    assert _count(store, "rollouts", "hf") == 2 * 2 * 2
+    assert store.campaign("hf")["status"] == "completed"
+    metrics = store.step_metrics("hf")
+    assert {"train/loss", "train/policy_tokens", "rollout/zero_variance_groups"} <= set(metrics.columns)
+    assert (metrics["train/policy_tokens"] > 0).all()
+    checkpoint = Paths.from_env().checkpoints / "hf" / "step=2"
+    assert (checkpoint / "policy").is_dir() and (checkpoint / "optimizer.pt").exists()
+    tokens = store.query("SELECT completion_tokens FROM rollouts WHERE campaign_id = 'hf'")[
+        "completion_tokens"
+    ]
+    assert (tokens > 0).all()
