@@ -15,7 +15,8 @@ instructions). The data gives 10 environments of 2-10 tasks each.
 Multi-turn tasks in ACEBench are driven by an LLM user simulator that follows ``question``. This
 project has no simulator yet, so they run in *instruction mode*: the instruction is the first and
 only user message (``metadata["user_simulator"] == "instruction"``). The gold solution is the first
-milestone alternative, as one turn of tool calls.
+milestone alternative, as one turn of tool calls, with the edits of ``data_errors.GOLD_CORRECTIONS``
+applied for the tasks whose milestone contradicts a reachable ground truth.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from environments.acebench.backend import SCENARIO_CLASSES, TOOL_OWNERS
 from environments.acebench.calls import parse_step
-from environments.acebench.data_errors import KNOWN_DATA_ERRORS
+from environments.acebench.data_errors import GOLD_CORRECTIONS, KNOWN_DATA_ERRORS, GoldCorrection, Insert
 from environments.base import EnvironmentInfo, SourceDataError, Task, ToolCall, ToolSpec
 from environments.schema import bfcl_to_json_schema, read_jsonl
 
@@ -139,6 +140,36 @@ def parse_milestones(raw: Any, where: str) -> list[list[ToolCall]]:
     return alternatives
 
 
+def _one_call(text: str, where: str) -> ToolCall:
+    try:
+        calls = parse_step(text)
+    except ValueError as exc:
+        raise SourceDataError(f"{where}: {exc}: {text!r}") from None
+    if len(calls) != 1:
+        raise SourceDataError(f"{where}: expected one call, got {len(calls)}: {text!r}")
+    return calls[0]
+
+
+def corrected_gold(milestone: list[ToolCall], correction: GoldCorrection, where: str) -> list[ToolCall]:
+    """``milestone`` with the correction's edits applied in order. Each edit's anchor call (the call to
+    insert before, or to replace) must occur exactly once, else the correction no longer fits the data."""
+    calls = list(milestone)
+    for edit in correction.edits:
+        anchor_text = edit.before if isinstance(edit, Insert) else edit.old
+        anchor = _one_call(anchor_text, f"{where} (gold correction)")
+        found = [i for i, call in enumerate(calls) if call == anchor]
+        if len(found) != 1:
+            raise SourceDataError(
+                f"{where}: gold correction '{edit.describe()}' does not apply: the milestone has "
+                f"{len(found)} calls {anchor_text}, expected 1"
+            )
+        if isinstance(edit, Insert):
+            calls.insert(found[0], _one_call(edit.call, f"{where} (gold correction)"))
+        else:
+            calls[found[0]] = _one_call(edit.new, f"{where} (gold correction)")
+    return calls
+
+
 def parse_ground_truth(raw: Any, where: str) -> dict[str, dict[str, Any]]:
     """``ground_truth`` (a list of ``{class: {field: value}}``) -> canonical class -> expected fields."""
     if not isinstance(raw, list) or not raw:
@@ -231,7 +262,13 @@ def _task(entry: dict[str, Any], answers: dict, mode: str, where: str) -> tuple[
         raise SourceDataError(
             f"{answer_where}: field 'mile_stone' calls {unknown}, not in the task's functions"
         )
-    gold = tuple(milestones[0])
+    correction = GOLD_CORRECTIONS.get(entry["id"])
+    gold = tuple(corrected_gold(milestones[0], correction, answer_where) if correction else milestones[0])
+    unknown = sorted({c.name for c in gold} - shown)
+    if unknown:
+        raise SourceDataError(
+            f"{answer_where}: the gold correction calls {unknown}, not in the task's functions"
+        )
     tools = tuple(sorted({c.name for c in gold}))
     metadata = {
         "acebench_id": entry["id"],
@@ -246,6 +283,12 @@ def _task(entry: dict[str, Any], answers: dict, mode: str, where: str) -> tuple[
     }
     if entry["id"] in KNOWN_DATA_ERRORS:
         metadata["data_error"] = KNOWN_DATA_ERRORS[entry["id"]]
+    if correction:
+        # The gold is not milestones[0]: say so, how and why (the process score still uses the milestones).
+        metadata["gold_correction"] = {
+            "reason": correction.reason,
+            "edits": [edit.describe() for edit in correction.edits],
+        }
     task = Task(
         task_id=f"{SOURCE}/{entry['id']}",
         env_id=environment_id(mode, classes),

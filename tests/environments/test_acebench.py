@@ -11,7 +11,7 @@ from assets.catalog import catalog_checks, environment_catalog
 from environments.acebench import AceBenchAgentSource
 from environments.acebench.calls import parse_step
 from environments.acebench.data import CLASS_ALIASES, canonical_class, default_data_dir
-from environments.acebench.data_errors import KNOWN_DATA_ERRORS
+from environments.acebench.data_errors import GOLD_CORRECTIONS, KNOWN_DATA_ERRORS
 from environments.base import CallRecord, SourceDataError, ToolCall, Trajectory, TurnRecord, replay_gold
 from environments.verify_gold import verify_gold
 from pipelines.resources import WarehouseResource
@@ -81,6 +81,61 @@ def test_acebench_verify_gold_fails_exactly_the_known_data_errors(source):
     failed = {task_id.removeprefix("acebench_agent/") for task_id, _ in report.failures}
     assert failed == set(KNOWN_DATA_ERRORS)
     assert all("known source data error" in reason for _, reason in report.failures)
+
+
+def test_acebench_gold_corrections_and_known_data_errors_are_the_nine_contradicting_tasks(tasks):
+    corrected = {task_id for task_id, task in tasks.items() if "gold_correction" in task.metadata}
+    assert corrected == set(GOLD_CORRECTIONS) and not corrected & set(KNOWN_DATA_ERRORS)
+    assert sorted(corrected | set(KNOWN_DATA_ERRORS)) == sorted(
+        [f"agent_multi_step_{i}" for i in (0, 1, 12, 13, 14, 15, 16, 17)] + ["agent_multi_turn_6"]
+    )
+    for task_id, task in tasks.items():
+        milestone = [ToolCall(m["name"], m["arguments"]) for m in task.metadata["milestones"][0]]
+        assert (list(task.gold[0]) != milestone) == (task_id in GOLD_CORRECTIONS)
+
+
+@pytest.mark.parametrize("task_id", sorted(GOLD_CORRECTIONS))
+def test_acebench_corrected_gold_passes_and_the_uncorrected_milestone_does_not(source, tasks, task_id):
+    task = tasks[task_id]
+    correction = task.metadata["gold_correction"]
+    assert correction["reason"] == GOLD_CORRECTIONS[task_id].reason
+    assert len(correction["edits"]) == len(GOLD_CORRECTIONS[task_id].edits) > 0
+    env = source.make_environment(task)
+    verdict = env.verify(replay_gold(env, task))
+    assert verdict.passed, verdict.reason
+    assert not any(record.result.is_error for turn in replay_gold(env, task).turns for record in turn.calls)
+    milestone = [ToolCall(m["name"], m["arguments"]) for m in task.metadata["milestones"][0]]
+    env, trajectory = _run(source, task, milestone)
+    verdict = env.verify(trajectory)
+    assert verdict.reward == 0.0 and verdict.metrics["milestone_score"] == 1.0
+    assert "known source data error" not in verdict.reason  # the task is solvable: no data-error note
+
+
+@pytest.mark.parametrize("task_id", ["agent_multi_step_0", "agent_multi_step_1"])
+def test_acebench_super_supreme_tasks_stay_unreachable_even_with_the_menu_name_fixed(source, tasks, task_id):
+    # Ordering 'Super Supreme Pizza' places the order, but the ground truth's reminder key 3 / id 3 in place
+    # of the 'To-do list' reminder cannot be produced: add_reminder takes id 4, and no tool deletes one.
+    task = tasks[task_id]
+    assert "delete_reminder" not in task.metadata["functions"] and task_id not in GOLD_CORRECTIONS
+    items = [{"product": "Super Supreme Pizza", "quantity": 1}]
+    env, trajectory = _run(source, task, _replace(task.gold[0], "add_food_delivery_order", items=items))
+    verdict = env.verify(trajectory)
+    assert verdict.reward == 0.0 and "FoodPlatform" not in verdict.reason.split(" [")[0]
+    assert "ReminderApi.reminder_list['3']['reminder_id']: expected 3, got 1003" in verdict.reason
+
+
+def test_acebench_stale_gold_correction_is_a_source_data_error(tmp_path):
+    # If a copy of the data already fixes the milestone, the correction's anchor call is gone: loading says
+    # so instead of applying the edit somewhere else.
+    data_dir = _data_copy(tmp_path)
+    path = data_dir / "possible_answer/data_agent_multi_step.json"
+    lines = path.read_text().splitlines()
+    line_no = next(i for i, line in enumerate(lines) if '"agent_multi_step_14"' in line)
+    lines[line_no] = lines[line_no].replace("delete_message(message_id=3)", "delete_message(message_id=4)")
+    path.write_text("\n".join(lines) + "\n")
+    where = rf"multi_step.json line {line_no + 1}: gold correction 'replace delete_message\(message_id=3\)"
+    with pytest.raises(SourceDataError, match=where):
+        AceBenchAgentSource(data_dir=data_dir).load()
 
 
 @pytest.mark.parametrize(
