@@ -154,7 +154,18 @@ def campaign() -> None:
     "--set", "overrides", multiple=True, help="Scheduler config field=value (repeatable), e.g. rho=1.0."
 )
 def campaign_run(
-    steps, campaign_id, scheduler, engine, sources, splits, batch_size, group_size, seed, overrides
+    steps,
+    campaign_id,
+    scheduler,
+    engine,
+    model,
+    engine_options,
+    sources,
+    splits,
+    batch_size,
+    group_size,
+    seed,
+    overrides,
 ):
     """Run (or resume) a campaign headless through Dagster; prints a per-step summary."""
     from datetime import UTC, datetime
