@@ -159,6 +159,18 @@ class BaselineScheduler:
             self.sampler.load(state["sampler"])
 
 
+class DynamicSamplingRefill:
+    """DAPO's refill rule (Yu et al., 2025, section 3.2), shared by DAPO and GRESO (which runs on top of
+    dynamic sampling): after a step's rollouts are observed, generate another batch until B groups with
+    reward variance are collected or ``max_num_gen_batches`` generation batches were used."""
+
+    def refill(self, step: int) -> pd.DataFrame:
+        capped = 0 < self.max_num_gen_batches <= self.num_gen_batches
+        if int(step) != self.step or self.num_informative >= self.batch_size or capped:
+            return self._empty()
+        return self._frame(self._generate(), "oversample")
+
+
 class EpochSampler:
     """A shuffled pass over the task pool, like a training dataloader (reshuffled every epoch).
 

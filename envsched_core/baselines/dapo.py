@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._base import BaselineScheduler, EpochSampler, GroupStats, param
+from ._base import BaselineScheduler, DynamicSamplingRefill, EpochSampler, GroupStats, param
 
 
 @dataclass
@@ -40,7 +40,7 @@ class DAPOConfig:
     """Cap on generation batches per step (DAPO recipe default); <= 0 means no cap."""
 
 
-class DAPODynamicSampling(BaselineScheduler):
+class DAPODynamicSampling(DynamicSamplingRefill, BaselineScheduler):
     """Stateless over-sampling with post-rollout zero-variance filtering (DAPO §3.2)."""
 
     _state_fields = ("step", "num_gen_batches", "num_informative", "rolled")
@@ -69,12 +69,6 @@ class DAPODynamicSampling(BaselineScheduler):
         idx = self._generate()
         roles = np.where(np.arange(len(idx)) < self.batch_size, "coverage", "oversample")
         return self._frame(idx, roles)
-
-    def refill(self, step: int) -> pd.DataFrame:
-        capped = 0 < self.max_num_gen_batches <= self.num_gen_batches
-        if int(step) != self.step or self.num_informative >= self.batch_size or capped:
-            return self._empty()
-        return self._frame(self._generate(), "oversample")
 
     def _update(self, stats: GroupStats) -> None:
         # Only the count of informative (std > 0) groups matters to the rule.

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._base import BaselineScheduler, EpochSampler, GroupStats, param
+from ._base import BaselineScheduler, DynamicSamplingRefill, EpochSampler, GroupStats, param
 
 
 @dataclass
@@ -51,7 +51,7 @@ class GRESOConfig:
     max_num_gen_batches: int = 10
 
 
-class GRESOScheduler(BaselineScheduler):
+class GRESOScheduler(DynamicSamplingRefill, BaselineScheduler):
     """Probabilistic pre-rollout skipping of prompts with zero-variance streaks (GRESO §4)."""
 
     _state_fields = (
@@ -132,12 +132,6 @@ class GRESOScheduler(BaselineScheduler):
         idx = self._generate()
         roles = np.where(np.arange(len(idx)) < self.batch_size, "exploit", "oversample")
         return self._frame(idx, roles)
-
-    def refill(self, step: int) -> pd.DataFrame:
-        capped = 0 < self.max_num_gen_batches <= self.num_gen_batches
-        if int(step) != self.step or self.num_informative >= self.batch_size or capped:
-            return self._empty()
-        return self._frame(self._generate(), "oversample")
 
     def _update(self, stats: GroupStats) -> None:
         zero = stats.var == 0
