@@ -84,6 +84,7 @@ SUMMARY_COLUMNS = {
     "schedule/tools_per_batch": "tools",
     "rollout/reward_mean": "mean_reward",
     "rollout/zero_variance_groups": "zero_var_groups",
+    "eval/heldout_score": "heldout_score",
 }
 
 
@@ -130,9 +131,27 @@ def campaign() -> None:
     show_default=True,
     type=click.Choice(["envsched", "random", "dapo", "greso", "mopps", "dps"]),
 )
-@click.option("--engine", default="simulated", show_default=True, type=click.Choice(["simulated"]))
+@click.option("--engine", default="simulated", show_default=True, type=click.Choice(["simulated", "skill"]))
 @click.option("--source", "sources", multiple=True, default=("bfcl_v3_multi_turn",), show_default=True)
 @click.option("--split", "splits", multiple=True, help="Task splits in the pool (default: all).")
+@click.option(
+    "--heldout-split", "heldout_splits", multiple=True, help="Splits held out whole for evaluation."
+)
+@click.option(
+    "--heldout-fraction",
+    default=0.2,
+    show_default=True,
+    help="Share of the other tasks held out for evaluation (by a hash of the task id).",
+)
+@click.option(
+    "--eval-every", default=5, show_default=True, help="Evaluate on held-out tasks every N steps (0 = never)."
+)
+@click.option(
+    "--option",
+    "engine_options",
+    multiple=True,
+    help="Engine option key=value (repeatable), e.g. executor=process, workers=2, lr=0.1.",
+)
 @click.option("--batch-size", default=64, show_default=True)
 @click.option("--group-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
@@ -140,7 +159,20 @@ def campaign() -> None:
     "--set", "overrides", multiple=True, help="Scheduler config field=value (repeatable), e.g. rho=1.0."
 )
 def campaign_run(
-    steps, campaign_id, scheduler, engine, sources, splits, batch_size, group_size, seed, overrides
+    steps,
+    campaign_id,
+    scheduler,
+    engine,
+    sources,
+    splits,
+    heldout_splits,
+    heldout_fraction,
+    eval_every,
+    engine_options,
+    batch_size,
+    group_size,
+    seed,
+    overrides,
 ):
     """Run (or resume) a campaign headless through Dagster; prints a per-step summary."""
     from datetime import UTC, datetime
@@ -151,11 +183,15 @@ def campaign_run(
         campaign_id=campaign_id or f"{scheduler}-{engine}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
         sources=list(sources),
         splits=list(splits),
+        heldout_splits=list(heldout_splits),
+        heldout_fraction=heldout_fraction,
+        eval_every=eval_every,
         scheduler=scheduler,
         scheduler_config=_parse_options(overrides),
         batch_size=batch_size,
         group_size=group_size,
         engine=engine,
+        engine_options=_parse_options(engine_options),
         steps=steps,
         seed=seed,
     )
