@@ -274,6 +274,13 @@ def plot(all_runs: dict[str, dict[str, dict[int, pd.DataFrame]]], path: Path) ->
 
 
 # ---- main ---------------------------------------------------------------------------------------
+def _key_value(item: str) -> tuple[str, object]:
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise SystemExit(f"{item!r}: expected key=value")
+    return key, json.loads(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -291,6 +298,12 @@ def main() -> None:
     parser.add_argument("--heldout-fraction", type=float, default=0.2)
     parser.add_argument("--workers", type=int, default=1, help="> 1: a local process pool of this size")
     parser.add_argument("--option", action="append", default=[], help="skill policy option key=value")
+    parser.add_argument(
+        "--envsched-set",
+        action="append",
+        default=[],
+        help="SchedulerConfig field=value for EnvSched, e.g. rho=0.1",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     steps = args.steps or (60 if args.quick else 150)
@@ -300,10 +313,8 @@ def main() -> None:
     schedulers = args.schedulers.split(",")
     if "random" not in schedulers:
         raise SystemExit("--schedulers must include random (it sets the target)")
-    options = {}
-    for item in args.option:
-        key, _, value = item.partition("=")
-        options[key] = json.loads(value)
+    options = dict(_key_value(item) for item in args.option)
+    envsched_config = dict(_key_value(item) for item in args.envsched_set)
     args.out.mkdir(parents=True, exist_ok=True)
     executor = {"executor": "process", "workers": args.workers} if args.workers > 1 else {}
     show_steps = sorted({0, *range(20, steps + 1, 20), target_step, steps})
@@ -314,9 +325,8 @@ def main() -> None:
         train, heldout = load_catalogue(name, args.heldout_fraction, args.out / "cache")
         catalog = TaskCatalog.from_frame(train)
         t0 = time.perf_counter()
-        envsched = EnvSched(
-            catalog, SchedulerConfig(batch_size=args.batch_size, group_size=args.group_size), seed=0
-        )
+        config = SchedulerConfig(batch_size=args.batch_size, group_size=args.group_size, **envsched_config)
+        envsched = EnvSched(catalog, config, seed=0)
         template = envsched.state_dict()
 
         def fresh_envsched(seed: int, template=template, envsched=envsched):
@@ -328,7 +338,8 @@ def main() -> None:
 
         print(
             f"[{name}] {len(train)} training / {len(heldout)} held-out tasks, {train['env_id'].nunique()} envs; "
-            f"EnvSched graph {time.perf_counter() - t0:.1f}s",
+            f"EnvSched graph {time.perf_counter() - t0:.1f}s; EnvSched overrides {envsched_config or 'none'}, "
+            f"skill policy options {options or 'defaults'}",
             flush=True,
         )
         runs: dict[str, dict[int, pd.DataFrame]] = {s: {} for s in schedulers}
