@@ -250,27 +250,47 @@ def _table(title: str, frame: pd.DataFrame) -> str:
 
 
 def plot(all_runs: dict[str, dict[str, dict[int, pd.DataFrame]]], path: Path) -> None:
+    """Per catalogue: held-out score vs training rollouts (top) and vs steps (bottom), mean of seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(all_runs), figsize=(6.5 * len(all_runs), 4.5), squeeze=False)
-    for ax, (name, runs) in zip(axes[0], all_runs.items(), strict=True):
+    n = len(all_runs)
+    fig, axes = plt.subplots(2, n, figsize=(6.5 * n, 8.5), squeeze=False)
+    for col, (name, runs) in enumerate(all_runs.items()):
+        n_seeds = len(next(iter(runs.values())))
         for sched, by_seed in runs.items():
             frames = [f.dropna(subset=["heldout"]).set_index("step") for f in by_seed.values()]
             common = sorted(set.intersection(*(set(f.index) for f in frames)))
             score = np.mean([f.loc[common, "heldout"].to_numpy() for f in frames], axis=0)
             spent = np.mean([f.loc[common, "cum_rollouts"].to_numpy() for f in frames], axis=0)
-            ax.plot(spent, score, label=sched, lw=2.2 if sched == "envsched" else 1.2)
-        ax.set_title(f"{name}: held-out score vs rollouts ({len(next(iter(runs.values())))} seed(s))")
-        ax.set_xlabel("training rollouts (incl. over-sampled)")
-        ax.set_ylabel("held-out score (real verifier)")
-        ax.grid(alpha=0.3)
-        ax.legend()
+            width = 2.2 if sched == "envsched" else 1.2
+            axes[0, col].plot(spent, score, label=sched, lw=width)
+            axes[1, col].plot(common, score, label=sched, lw=width)
+        for row, xlabel in ((0, "training rollouts (incl. over-sampled)"), (1, "step")):
+            ax = axes[row, col]
+            ax.set_title(f"{name}: held-out score vs {xlabel.split(' (')[0]} (mean of {n_seeds} seed(s))")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("held-out score (real verifier)")
+            ax.grid(alpha=0.3)
+            ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
+
+
+def read_runs(
+    out: Path, name: str, schedulers: list[str], seeds: list[int]
+) -> dict[str, dict[int, pd.DataFrame]]:
+    """The per-step CSVs a previous run wrote (``--replot``)."""
+    runs: dict[str, dict[int, pd.DataFrame]] = {}
+    for sched in schedulers:
+        runs[sched] = {}
+        for seed in seeds:
+            frame = pd.read_csv(out / f"campaign_real-{name}-{sched}-seed{seed}.csv")
+            runs[sched][seed] = frame.drop(columns=["catalogue", "scheduler", "seed"])
+    return runs
 
 
 # ---- main ---------------------------------------------------------------------------------------
@@ -305,6 +325,9 @@ def main() -> None:
         help="SchedulerConfig field=value for EnvSched, e.g. rho=0.1",
     )
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--replot", action="store_true", help="tables and plot from the CSVs in --out, no runs"
+    )
     args = parser.parse_args()
     steps = args.steps or (60 if args.quick else 150)
     target_step = min(args.target_step or (60 if args.quick else 120), steps)
@@ -322,6 +345,11 @@ def main() -> None:
     started = time.perf_counter()
     report, all_runs = [], {}
     for name in catalogues:
+        if args.replot:
+            all_runs[name] = read_runs(args.out, name, schedulers, seeds)
+            report.append(tables(name, all_runs[name], target_step, show_steps))
+            print(report[-1], flush=True)
+            continue
         train, heldout = load_catalogue(name, args.heldout_fraction, args.out / "cache")
         catalog = TaskCatalog.from_frame(train)
         t0 = time.perf_counter()
