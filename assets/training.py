@@ -5,7 +5,7 @@ import dagster as dg
 
 from assets.campaign import campaign_config, campaigns
 from assets.catalog import WAREHOUSE_POOL
-from pipelines.campaign import campaign_tasks
+from pipelines.campaign import campaign_heldout_tasks, campaign_tasks
 from pipelines.mlflow_resource import MLflowResource
 from pipelines.resources import PathsResource, WarehouseResource
 from training.checkpoints import checkpoint_dir, save_checkpoint
@@ -37,18 +37,30 @@ def training_step(
         return dg.MaterializeResult(
             metadata={"step": step, "landing_file": str(landing), "note": "already written"}
         )
-    engine = make_engine(cfg.engine, campaign_tasks(store, cfg), cfg.group_size, cfg.seed, cfg.engine_options)
-    if step > 1:
-        previous = checkpoint_dir(home.checkpoints, campaign_id, step - 1)
-        if not previous.exists():
-            raise dg.Failure(
-                description=f"campaign '{campaign_id}': checkpoint of step {step - 1} missing: {previous}"
-            )
-        engine.load(previous)
+    engine = make_engine(
+        cfg.engine,
+        campaign_tasks(store, cfg),
+        cfg.group_size,
+        cfg.seed,
+        cfg.engine_options,
+        heldout=campaign_heldout_tasks(store, cfg),
+        eval_every=cfg.eval_every,
+    )
     batch = store.batch(campaign_id, step)
-    rows, metrics = engine.run_step(batch, step)
-    checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step, keep=cfg.keep_checkpoints)
+    try:
+        if step > 1:
+            previous = checkpoint_dir(home.checkpoints, campaign_id, step - 1)
+            if not previous.exists():
+                raise dg.Failure(
+                    description=f"campaign '{campaign_id}': checkpoint of step {step - 1} missing: {previous}"
+                )
+            engine.load(previous)
+        rows, metrics = engine.run_step(batch, step)
+        checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step, keep=cfg.keep_checkpoints)
+    finally:
+        engine.close()
     # MLflow before the landing file: the file triggers ingestion, so a failed log fails the step first.
+    # `metrics` holds rollout/..., train/... and, on evaluation steps, eval/heldout_score.
     links = mlflow.tracker().log_training_step(
         campaign_id,
         step,

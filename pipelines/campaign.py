@@ -7,6 +7,7 @@ overrides), batch and group size, rollout engine, number of steps and seed. It i
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import re
 from dataclasses import asdict, dataclass, field, fields
@@ -46,7 +47,14 @@ class CampaignConfig:
     sources: list[str] = field(default_factory=lambda: ["bfcl_v3_multi_turn"])
     """Environment sources whose tasks form the training pool."""
     splits: list[str] = field(default_factory=list)
-    """Task splits in the training pool; empty = every split."""
+    """Task splits in the training pool; empty = every split (held-out tasks are always excluded)."""
+    heldout_splits: list[str] = field(default_factory=list)
+    """Task splits held out whole for evaluation (e.g. tau-bench retail's ``test``, BFCL's ``long_context``)."""
+    heldout_fraction: float = 0.2
+    """Share of the other tasks held out by a hash of their task id (seed-independent, so every
+    campaign over the same catalogue evaluates on the same tasks); 0 = none."""
+    eval_every: int = 5
+    """Evaluate the policy on the held-out tasks every this many steps (and at step 1); 0 = never."""
     scheduler: str = "envsched"
     """``envsched`` or a baseline: random, dapo, greso, mopps, dps."""
     scheduler_config: dict[str, Any] = field(default_factory=dict)
@@ -57,8 +65,9 @@ class CampaignConfig:
     """G: rollouts per task."""
     engine: str = "simulated"
     """Rollout engine: ``simulated`` (the envsched_core simulator over the real catalogue, CPU, seconds),
-    ``hf`` (a causal LM with transformers ``generate`` in the real environments, GRPO update; CPU or GPU)
-    or ``vllm`` (the same with vLLM sampling on a GPU)."""
+    ``skill`` (the skill policy acting in the real environments, real verifiers, CPU), ``hf`` (a causal
+    LM with transformers ``generate`` in the real environments, GRPO update; CPU or GPU) or ``vllm``
+    (the same with vLLM sampling on a GPU)."""
     engine_options: dict[str, Any] = field(default_factory=dict)
     """Options of the engine's constructor (e.g. a model path)."""
     steps: int = 20
@@ -79,6 +88,15 @@ class CampaignConfig:
             raise ValueError("batch_size must be >= 1 and group_size >= 2 (a group of 1 has no variance)")
         if self.steps < 1:
             raise ValueError("steps must be >= 1")
+        if not 0.0 <= self.heldout_fraction < 1.0:
+            raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
+        if set(self.splits) & set(self.heldout_splits):
+            raise ValueError(
+                f"split(s) {sorted(set(self.splits) & set(self.heldout_splits))} are both trained on and "
+                "held out; remove them from `splits` or from `heldout_splits`"
+            )
+        if self.eval_every < 0:
+            raise ValueError("eval_every must be >= 0 (0 = never evaluate)")
         if self.scheduler == "envsched":
             known = {f.name for f in fields(SchedulerConfig)}
             unknown = set(self.scheduler_config) - known
@@ -90,6 +108,9 @@ class CampaignConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CampaignConfig:
+        data = dict(data)
+        # Campaigns stored before held-out splits existed trained on their whole pool: keep it so.
+        data.setdefault("heldout_fraction", 0.0)
         return cls(**data)
 
     def scheduler_settings(self) -> Any:
@@ -104,15 +125,46 @@ class CampaignConfig:
         return settings
 
 
-def campaign_tasks(store: Warehouse, config: CampaignConfig) -> pd.DataFrame:
-    """The training pool with embeddings, in a stable order (the scheduler's row order)."""
+def heldout_by_hash(task_ids: pd.Series, fraction: float) -> np.ndarray:
+    """True for the tasks a ``fraction`` hash rule holds out: blake2b(task_id) mod 10,000 < 10,000 x
+    fraction. Depends on the id only (not on the seed, the pool or the order)."""
+    buckets = np.array(
+        [
+            int.from_bytes(hashlib.blake2b(str(t).encode(), digest_size=8).digest(), "little") % 10_000
+            for t in task_ids
+        ],
+        dtype=np.int64,
+    )
+    return buckets < round(fraction * 10_000)
+
+
+def _is_heldout(frame: pd.DataFrame, config: CampaignConfig) -> np.ndarray:
+    whole = frame["split"].isin(config.heldout_splits).to_numpy()
+    return whole | heldout_by_hash(frame["task_id"], config.heldout_fraction)
+
+
+def campaign_heldout_tasks(store: Warehouse, config: CampaignConfig) -> pd.DataFrame:
+    """The held-out tasks (task_id, env_id, source, split): every task of ``heldout_splits`` plus the
+    hash-selected ``heldout_fraction`` of the training splits. Never in the training pool."""
     frame = store.query(
-        "SELECT t.task_id, t.env_id, t.text, t.tools, t.tool_effects, t.state_fields, t.turns, t.gold_calls, "
-        "t.verifier, e.embedding FROM tasks t JOIN task_embeddings e USING (task_id) "
+        "SELECT task_id, env_id, source, split FROM tasks WHERE active AND list_contains(?, source) "
+        "AND (len(?) = 0 OR list_contains(?, split) OR list_contains(?, split)) ORDER BY task_id",
+        [config.sources, config.splits, config.splits, config.heldout_splits],
+    )
+    return frame[_is_heldout(frame, config)].reset_index(drop=True)
+
+
+def campaign_tasks(store: Warehouse, config: CampaignConfig) -> pd.DataFrame:
+    """The training pool with embeddings, in a stable order (the scheduler's row order); held-out
+    tasks (``campaign_heldout_tasks``) are excluded."""
+    frame = store.query(
+        "SELECT t.task_id, t.env_id, t.source, t.split, t.text, t.tools, t.tool_effects, t.state_fields, "
+        "t.turns, t.gold_calls, t.verifier, e.embedding FROM tasks t JOIN task_embeddings e USING (task_id) "
         "WHERE t.active AND list_contains(?, t.source) AND (len(?) = 0 OR list_contains(?, t.split)) "
         "ORDER BY t.task_id",
         [config.sources, config.splits, config.splits],
     )
+    frame = frame[~_is_heldout(frame, config)].reset_index(drop=True)
     if frame.empty:
         raise ValueError(
             f"campaign '{config.campaign_id}': no embedded tasks for sources {config.sources} and splits "

@@ -88,6 +88,7 @@ SUMMARY_COLUMNS = {
     "schedule/tools_per_batch": "tools",
     "rollout/reward_mean": "mean_reward",
     "rollout/zero_variance_groups": "zero_var_groups",
+    "eval/heldout_score": "heldout_score",
 }
 
 
@@ -143,10 +144,25 @@ def campaign() -> None:
 @click.option("--engine", default="simulated", show_default=True, type=click.Choice(list(ENGINES)))
 @click.option("--model", default=None, help="Local model folder for the hf / vllm engines.")
 @click.option(
-    "--engine-option", "engine_options", multiple=True, help="Engine option key=value (repeatable)."
+    "--engine-option",
+    "engine_options",
+    multiple=True,
+    help="Engine option key=value (repeatable), e.g. executor=process, workers=2, max_new_tokens=64.",
 )
 @click.option("--source", "sources", multiple=True, default=("bfcl_v3_multi_turn",), show_default=True)
 @click.option("--split", "splits", multiple=True, help="Task splits in the pool (default: all).")
+@click.option(
+    "--heldout-split", "heldout_splits", multiple=True, help="Splits held out whole for evaluation."
+)
+@click.option(
+    "--heldout-fraction",
+    default=0.2,
+    show_default=True,
+    help="Share of the other tasks held out for evaluation (by a hash of the task id).",
+)
+@click.option(
+    "--eval-every", default=5, show_default=True, help="Evaluate on held-out tasks every N steps (0 = never)."
+)
 @click.option("--batch-size", default=64, show_default=True)
 @click.option("--group-size", default=8, show_default=True)
 @click.option("--seed", default=0, show_default=True)
@@ -159,9 +175,12 @@ def campaign_run(
     scheduler,
     engine,
     model,
-    engine_options,
     sources,
     splits,
+    heldout_splits,
+    heldout_fraction,
+    eval_every,
+    engine_options,
     batch_size,
     group_size,
     seed,
@@ -176,6 +195,9 @@ def campaign_run(
         campaign_id=campaign_id or f"{scheduler}-{engine}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
         sources=list(sources),
         splits=list(splits),
+        heldout_splits=list(heldout_splits),
+        heldout_fraction=heldout_fraction,
+        eval_every=eval_every,
         scheduler=scheduler,
         scheduler_config=_parse_options(overrides),
         batch_size=batch_size,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-ENGINES = ("simulated", "hf", "vllm")
+ENGINES = ("simulated", "skill", "hf", "vllm")
 
 
 class RolloutEngine(ABC):
@@ -33,16 +33,35 @@ class RolloutEngine(ABC):
     def load(self, directory: Path) -> None:
         """Restore the state ``save`` wrote."""
 
+    def close(self) -> None:
+        """Release what the engine holds outside this process (worker pools, Ray connections)."""
+        return None  # nothing to release by default
+
 
 def make_engine(
-    name: str, tasks: pd.DataFrame, group_size: int, seed: int, options: dict[str, Any] | None = None
+    name: str,
+    tasks: pd.DataFrame,
+    group_size: int,
+    seed: int,
+    options: dict[str, Any] | None = None,
+    heldout: pd.DataFrame | None = None,
+    eval_every: int = 0,
 ) -> RolloutEngine:
-    """The engine called ``name`` over the campaign's task pool (``tasks``: the warehouse rows)."""
+    """The engine called ``name`` over the campaign's task pool (``tasks``: the warehouse rows).
+
+    ``heldout``: the campaign's held-out tasks (never trained on); engines that evaluate do so every
+    ``eval_every`` steps (0: never)."""
     options = dict(options or {})
     if name == "simulated":
         from training.engines.simulated import SimulatedEngine
 
         return SimulatedEngine(tasks, group_size=group_size, seed=seed, **options)
+    if name == "skill":
+        from training.engines.skill import SkillEngine
+
+        return SkillEngine(
+            tasks, group_size=group_size, seed=seed, heldout=heldout, eval_every=eval_every, **options
+        )
     if name == "hf":
         from training.engines.hf import HFEngine
 

@@ -1,0 +1,413 @@
+"""Real-environment campaigns: the skill policy trained on BFCL-v3 multi-turn / tau-bench under each
+scheduler, scored by the environments' real verifiers.
+
+    PYTHONPATH=. .venv/bin/python bench/campaign_real.py                     # full (hours on 2 cores)
+    PYTHONPATH=. .venv/bin/python bench/campaign_real.py --quick             # 1 seed, 60 steps, BFCL
+    ... --catalogues bfcl,tau --schedulers envsched,random --seeds 3 --steps 150 --workers 2
+
+For every (catalogue, seed, scheduler) a campaign runs in-process (library calls, no Dagster):
+select -> G rollouts per task in the real environments (``training.engines.skill.SkillEngine``) ->
+observe (-> refill -> rollouts -> observe ..., for the dynamic-sampling baselines DAPO and GRESO,
+as ``envsched_core.simulator.run_campaign`` does) -> one GRPO step on the first B informative
+groups -> held-out evaluation every ``--eval-every`` steps. Every scheduler of a seed starts from the
+same initial policy (the seed draws it) and evaluates on the same held-out tasks with the same
+evaluation seeds, so the comparison is paired.
+
+Catalogues: ``bfcl`` = the 800 BFCL-v3 multi-turn tasks (40 environments); ``tau`` = tau-bench
+retail + airline (685 tasks, 50 environments). Held out: 20% of the tasks by a hash of the task id
+(``pipelines.campaign.heldout_by_hash``, as campaigns do by default); the rest is the training pool.
+
+Tables (per catalogue; means over seeds):
+ (A) held-out score at selected steps (step 0 = the initial policy);
+ (B) steps and rollouts (incl. over-sampled ones) to reach the best held-out score random reaches
+     within ``--target-step`` steps (120; the EnvSched paper: EnvSched needs 40), and the ratio
+     random-steps / scheduler-steps (random-steps = --target-step, as the paper counts);
+ (C) the paper's Table 2 statistics over all steps: selected-task mean reward variance, environments
+     per batch, distinct tools called per batch, zero-variance groups, rollouts spent.
+A PNG of held-out score vs rollouts per scheduler goes to ``--out`` (default ``bench/out``), with the
+per-step metrics as CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from environments.frames import catalog_frames
+from environments.registry import get_source
+from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
+from envsched_core.baselines import (
+    DAPOConfig,
+    DAPODynamicSampling,
+    DPSConfig,
+    DPSScheduler,
+    GRESOConfig,
+    GRESOScheduler,
+    MoPPSConfig,
+    MoPPSScheduler,
+    RandomScheduler,
+)
+from pipelines.campaign import heldout_by_hash
+from training.engines.skill import SkillEngine, landing_rows
+
+CATALOGUES = {
+    "bfcl": ("bfcl_v3_multi_turn",),
+    "tau": ("tau_bench_retail", "tau_bench_airline"),
+}
+SCHEDULERS = {
+    "envsched": None,
+    "random": (RandomScheduler, SchedulerConfig),
+    "mopps": (MoPPSScheduler, MoPPSConfig),
+    "dps": (DPSScheduler, DPSConfig),
+    "greso": (GRESOScheduler, GRESOConfig),
+    "dapo": (DAPODynamicSampling, DAPOConfig),
+}
+OUT = Path(__file__).parent / "out"
+
+
+# ---- catalogue --------------------------------------------------------------------------------
+def embed(texts: list[str], cache_dir: Path) -> np.ndarray:
+    """Sentence embeddings of the task texts (the shipped MiniLM model), cached on disk by content."""
+    key = hashlib.sha256("\n\x00".join(texts).encode()).hexdigest()[:16]
+    path = cache_dir / f"embeddings-{key}.npy"
+    if path.exists():
+        return np.load(path)
+    from envsched_core.embedding import SentenceTransformerEmbedder
+
+    vectors = SentenceTransformerEmbedder()(texts)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def load_catalogue(name: str, heldout_fraction: float, cache_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(training pool with embeddings, held-out tasks), both ordered by task_id."""
+    frames = [catalog_frames(get_source(source).load()).tasks for source in CATALOGUES[name]]
+    tasks = pd.concat(frames, ignore_index=True).sort_values("task_id", ignore_index=True)
+    tasks["embedding"] = list(embed(tasks["text"].tolist(), cache_dir))
+    heldout = heldout_by_hash(tasks["task_id"], heldout_fraction)
+    return tasks[~heldout].reset_index(drop=True), tasks[heldout].reset_index(drop=True)
+
+
+# ---- one campaign -------------------------------------------------------------------------------
+def make_scheduler(name: str, catalog: TaskCatalog, batch_size: int, group_size: int, seed: int, template):
+    if name == "envsched":
+        return template(seed)
+    cls, config_cls = SCHEDULERS[name]
+    return cls(catalog, config_cls(batch_size=batch_size, group_size=group_size), seed=seed)
+
+
+def run_one(
+    scheduler,
+    engine: SkillEngine,
+    catalog: TaskCatalog,
+    steps: int,
+    eval_every: int,
+) -> pd.DataFrame:
+    """One campaign; a metrics row per step (held-out score on evaluation steps, NaN elsewhere)."""
+    rows = [{"step": 0, "heldout": engine.evaluate()["eval/heldout_score"], "cum_rollouts": 0}]
+    cumulative = 0
+    for step in range(1, steps + 1):
+        batch = scheduler.select(step)
+        frames, groups = [batch], engine.rollout(batch, step)
+        episodes = landing_rows([e for g in groups for e in g], step)
+        parts = [episodes]
+        scheduler.observe(episodes[["task_id", "step", "reward"]])
+        refill = getattr(scheduler, "refill", None)
+        while refill is not None:
+            extra = refill(step)
+            if extra is None or extra.empty:
+                break
+            more = engine.rollout(extra, step)
+            extra_rows = landing_rows([e for g in more for e in g], step)
+            frames.append(extra)
+            groups += more
+            parts.append(extra_rows)
+            scheduler.observe(extra_rows[["task_id", "step", "reward"]])
+        every = pd.concat(frames, ignore_index=True)
+        rollouts = pd.concat(parts, ignore_index=True)
+        n_primary = int((every["role"] != "oversample").sum())
+        train = engine.train(groups, n_primary)
+        cumulative += len(rollouts)
+        primary_ids = set(every.loc[every["role"] != "oversample", "task_id"])
+        stats = batch_metrics(every, rollouts[rollouts["task_id"].isin(primary_ids)], catalog)
+        reward = rollouts["reward"].to_numpy().reshape(-1, engine.group_size)
+        row = {
+            "step": step,
+            "mean_var": stats["schedule/mean_variance"],
+            "envs": stats["schedule/envs_per_batch"],
+            "tools": stats["schedule/tools_per_batch"],
+            "zero_var_groups": float((reward.max(axis=1) == reward.min(axis=1))[:n_primary].sum()),
+            "trained_groups": train["train/trained_groups"],
+            "rollouts": len(rollouts),
+            "cum_rollouts": cumulative,
+            "heldout": np.nan,
+        }
+        if step % eval_every == 0 or step == steps:
+            row["heldout"] = engine.evaluate()["eval/heldout_score"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---- tables -----------------------------------------------------------------------------------
+def steps_to(frame: pd.DataFrame, target: float) -> tuple[float, float]:
+    """(first evaluated step with held-out >= target, cumulative rollouts then); NaN if never."""
+    evaluated = frame.dropna(subset=["heldout"])
+    hit = evaluated[evaluated["heldout"] >= target - 1e-12]
+    if hit.empty:
+        return float("nan"), float("nan")
+    return float(hit["step"].iloc[0]), float(hit["cum_rollouts"].iloc[0])
+
+
+def tables(
+    name: str, runs: dict[str, dict[int, pd.DataFrame]], target_step: int, show_steps: list[int]
+) -> str:
+    lines = []
+    seeds = sorted(next(iter(runs.values())))
+    # (A) held-out score at selected steps
+    a_rows = []
+    for sched, by_seed in runs.items():
+        row = {"scheduler": sched}
+        for s in show_steps:
+            values = [
+                f.loc[f["step"] == s, "heldout"].iloc[0] for f in by_seed.values() if (f["step"] == s).any()
+            ]
+            row[f"step {s}"] = np.nanmean(values) if values else np.nan
+        a_rows.append(row)
+    lines.append(
+        _table(f"(A) [{name}] held-out score (mean of seeds {seeds})", pd.DataFrame(a_rows).round(4))
+    )
+
+    # (B) steps / rollouts to random's best score within target_step
+    b_rows = []
+    targets = {}
+    for seed, frame in runs["random"].items():
+        window = frame[(frame["step"] <= target_step)].dropna(subset=["heldout"])
+        targets[seed] = float(window["heldout"].max())
+    for sched, by_seed in runs.items():
+        reached = [steps_to(by_seed[seed], targets[seed]) for seed in seeds]
+        steps = np.array([r[0] for r in reached])
+        rollouts = np.array([r[1] for r in reached])
+        hit = ~np.isnan(steps)
+        b_rows.append(
+            {
+                "scheduler": sched,
+                "reached": f"{int(hit.sum())}/{len(seeds)}",
+                "steps": np.nanmean(steps) if hit.any() else np.nan,
+                "rollouts": np.nanmean(rollouts) if hit.any() else np.nan,
+                f"{target_step}/steps": target_step / np.nanmean(steps) if hit.any() else np.nan,
+                "per seed": " ".join("-" if np.isnan(s) else str(int(s)) for s in steps),
+            }
+        )
+    b = pd.DataFrame(b_rows)
+    envsched = b.loc[b["scheduler"] == "envsched"]
+    if len(envsched) and not np.isnan(envsched["steps"].iloc[0]):
+        b["steps / envsched steps"] = b["steps"] / envsched["steps"].iloc[0]
+        b["rollouts / envsched rollouts"] = b["rollouts"] / envsched["rollouts"].iloc[0]
+    target_text = ", ".join(f"seed {s}: {t:.4f}" for s, t in targets.items())
+    lines.append(
+        _table(
+            f"(B) [{name}] steps / rollouts to random's best held-out score within {target_step} steps "
+            f"({target_text}; paper: EnvSched 40 vs 120)",
+            b.round(3),
+        )
+    )
+
+    # (C) Table 2 statistics
+    c_rows = []
+    for sched, by_seed in runs.items():
+        frames = [f[f["step"] > 0] for f in by_seed.values()]
+        c_rows.append(
+            {
+                "scheduler": sched,
+                "sel. var": np.mean([f["mean_var"].mean() for f in frames]),
+                "envs/batch": np.mean([f["envs"].mean() for f in frames]),
+                "tools/batch": np.mean([f["tools"].mean() for f in frames]),
+                "zero-var groups/batch": np.mean([f["zero_var_groups"].mean() for f in frames]),
+                "rollouts/step": np.mean([f["rollouts"].mean() for f in frames]),
+                "final held-out": np.mean([f["heldout"].dropna().iloc[-1] for f in frames]),
+            }
+        )
+    lines.append(
+        _table(
+            f"(C) [{name}] Table 2 statistics over all steps (paper, 200 steps: var 0.0321 -> 0.0429, "
+            "envs 36.5 -> 46.0, tools 413 -> 478)",
+            pd.DataFrame(c_rows).round(4),
+        )
+    )
+    return "\n".join(lines)
+
+
+def _table(title: str, frame: pd.DataFrame) -> str:
+    return f"\n{title}\n{'-' * len(title)}\n{frame.to_string(index=False)}\n"
+
+
+def plot(all_runs: dict[str, dict[str, dict[int, pd.DataFrame]]], path: Path) -> None:
+    """Per catalogue: held-out score vs training rollouts (top) and vs steps (bottom), mean of seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(all_runs)
+    fig, axes = plt.subplots(2, n, figsize=(6.5 * n, 8.5), squeeze=False)
+    for col, (name, runs) in enumerate(all_runs.items()):
+        n_seeds = len(next(iter(runs.values())))
+        for sched, by_seed in runs.items():
+            frames = [f.dropna(subset=["heldout"]).set_index("step") for f in by_seed.values()]
+            common = sorted(set.intersection(*(set(f.index) for f in frames)))
+            score = np.mean([f.loc[common, "heldout"].to_numpy() for f in frames], axis=0)
+            spent = np.mean([f.loc[common, "cum_rollouts"].to_numpy() for f in frames], axis=0)
+            width = 2.2 if sched == "envsched" else 1.2
+            axes[0, col].plot(spent, score, label=sched, lw=width)
+            axes[1, col].plot(common, score, label=sched, lw=width)
+        for row, xlabel in ((0, "training rollouts (incl. over-sampled)"), (1, "step")):
+            ax = axes[row, col]
+            ax.set_title(f"{name}: held-out score vs {xlabel.split(' (')[0]} (mean of {n_seeds} seed(s))")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("held-out score (real verifier)")
+            ax.grid(alpha=0.3)
+            ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def read_runs(
+    out: Path, name: str, schedulers: list[str], seeds: list[int]
+) -> dict[str, dict[int, pd.DataFrame]]:
+    """The per-step CSVs a previous run wrote (``--replot``)."""
+    runs: dict[str, dict[int, pd.DataFrame]] = {}
+    for sched in schedulers:
+        runs[sched] = {}
+        for seed in seeds:
+            frame = pd.read_csv(out / f"campaign_real-{name}-{sched}-seed{seed}.csv")
+            runs[sched][seed] = frame.drop(columns=["catalogue", "scheduler", "seed"])
+    return runs
+
+
+# ---- main ---------------------------------------------------------------------------------------
+def _key_value(item: str) -> tuple[str, object]:
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise SystemExit(f"{item!r}: expected key=value")
+    return key, json.loads(value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="BFCL only, 1 seed, 60 steps, target at step 60")
+    parser.add_argument("--catalogues", default=None, help="comma list of bfcl, tau (default both)")
+    parser.add_argument("--schedulers", default=",".join(SCHEDULERS), help="comma list")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3; quick 1)")
+    parser.add_argument("--steps", type=int, default=None, help="steps per campaign (default 150; quick 60)")
+    parser.add_argument("--target-step", type=int, default=None, help="random's window (default 120)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--eval-samples", type=int, default=4)
+    parser.add_argument("--heldout-fraction", type=float, default=0.2)
+    parser.add_argument("--workers", type=int, default=1, help="> 1: a local process pool of this size")
+    parser.add_argument("--option", action="append", default=[], help="skill policy option key=value")
+    parser.add_argument(
+        "--envsched-set",
+        action="append",
+        default=[],
+        help="SchedulerConfig field=value for EnvSched, e.g. rho=0.1",
+    )
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--replot", action="store_true", help="tables and plot from the CSVs in --out, no runs"
+    )
+    args = parser.parse_args()
+    steps = args.steps or (60 if args.quick else 150)
+    target_step = min(args.target_step or (60 if args.quick else 120), steps)
+    seeds = list(range(args.seeds or (1 if args.quick else 3)))
+    catalogues = (args.catalogues or ("bfcl" if args.quick else "bfcl,tau")).split(",")
+    schedulers = args.schedulers.split(",")
+    if "random" not in schedulers:
+        raise SystemExit("--schedulers must include random (it sets the target)")
+    options = dict(_key_value(item) for item in args.option)
+    envsched_config = dict(_key_value(item) for item in args.envsched_set)
+    args.out.mkdir(parents=True, exist_ok=True)
+    executor = {"executor": "process", "workers": args.workers} if args.workers > 1 else {}
+    show_steps = sorted({0, *range(20, steps + 1, 20), target_step, steps})
+
+    started = time.perf_counter()
+    report, all_runs = [], {}
+    for name in catalogues:
+        if args.replot:
+            all_runs[name] = read_runs(args.out, name, schedulers, seeds)
+            report.append(tables(name, all_runs[name], target_step, show_steps))
+            print(report[-1], flush=True)
+            continue
+        train, heldout = load_catalogue(name, args.heldout_fraction, args.out / "cache")
+        catalog = TaskCatalog.from_frame(train)
+        t0 = time.perf_counter()
+        config = SchedulerConfig(batch_size=args.batch_size, group_size=args.group_size, **envsched_config)
+        envsched = EnvSched(catalog, config, seed=0)
+        template = envsched.state_dict()
+
+        def fresh_envsched(seed: int, template=template, envsched=envsched):
+            sched = copy.deepcopy(envsched)
+            state = copy.deepcopy(template)
+            state["rng"] = np.random.default_rng(seed).bit_generator.state
+            sched.load_state_dict(state)
+            return sched
+
+        print(
+            f"[{name}] {len(train)} training / {len(heldout)} held-out tasks, {train['env_id'].nunique()} envs; "
+            f"EnvSched graph {time.perf_counter() - t0:.1f}s; EnvSched overrides {envsched_config or 'none'}, "
+            f"skill policy options {options or 'defaults'}",
+            flush=True,
+        )
+        runs: dict[str, dict[int, pd.DataFrame]] = {s: {} for s in schedulers}
+        for seed in seeds:
+            for sched_name in schedulers:
+                t0 = time.perf_counter()
+                engine = SkillEngine(
+                    train, args.group_size, seed, heldout=heldout, eval_every=args.eval_every,
+                    eval_samples=args.eval_samples, **executor, **options,
+                )  # fmt: skip
+                sched = make_scheduler(
+                    sched_name, catalog, args.batch_size, args.group_size, seed, fresh_envsched
+                )
+                try:
+                    frame = run_one(sched, engine, catalog, steps, args.eval_every)
+                finally:
+                    engine.close()
+                runs[sched_name][seed] = frame
+                frame.assign(catalogue=name, scheduler=sched_name, seed=seed).to_csv(
+                    args.out / f"campaign_real-{name}-{sched_name}-seed{seed}.csv", index=False
+                )
+                seconds = time.perf_counter() - t0
+                spent = frame["cum_rollouts"].iloc[-1]
+                print(
+                    f"  {name}/{sched_name} seed={seed}: held-out {frame['heldout'].iloc[0]:.3f} -> "
+                    f"{frame['heldout'].dropna().iloc[-1]:.3f}, {spent:,} rollouts in {seconds:.0f}s "
+                    f"({spent / seconds:.0f} rollouts/s incl. evaluation)",
+                    flush=True,
+                )
+        all_runs[name] = runs
+        text = tables(name, runs, target_step, show_steps)
+        print(text, flush=True)
+        report.append(text)
+    png = args.out / "campaign_real.png"
+    plot(all_runs, png)
+    (args.out / "campaign_real.txt").write_text("\n".join(report))
+    print(
+        f"plot: {png}; tables: {args.out / 'campaign_real.txt'}; total {time.perf_counter() - started:.0f}s"
+    )
+
+
+if __name__ == "__main__":
+    main()
