@@ -209,21 +209,39 @@ def test_campaign_killed_between_ingest_and_next_batch_resumes_exactly(driver, m
     assert _count(driver.store, "rollouts", "crash") == B * G * 4
 
 
-def test_campaign_with_hf_engine_runs_a_tiny_lm_through_the_pipeline(driver, tmp_path):
-    """Real model (tiny, random), real BFCL environments and verifier, GRPO step, landing file, sensor."""
+def test_campaign_cli_with_hf_engine_runs_a_tiny_lm_through_the_pipeline(driver, tmp_path, monkeypatch):
+    """`envsched campaign run --engine hf --model DIR`: a real (tiny, random) model in real BFCL
+    environments with the real verifier, a GRPO step, the landing file, the sensor, ingestion."""
+    from click.testing import CliRunner
+
+    from pipelines.cli import main
     from training.tiny_lm import build_tiny_lm
 
     model = build_tiny_lm(tmp_path / "tiny-lm", seed=0)
-    config = CampaignConfig(
-        campaign_id="hf",
-        splits=["base"],
-        batch_size=2,
-        group_size=2,
-        steps=2,
-        engine="hf",
-        engine_options={"model": str(model), "max_new_tokens": 8},
-    )
-    run_campaign(config, driver)
+    monkeypatch.setenv("DAGSTER_HOME", str(Paths.from_env().dagster_home))
+    args = [
+        "campaign",
+        "run",
+        "--engine",
+        "hf",
+        "--model",
+        str(model),
+        "--steps",
+        "2",
+        "--campaign-id",
+        "hf",
+        "--split",
+        "base",
+        "--batch-size",
+        "2",
+        "--group-size",
+        "2",
+        "--engine-option",
+        "max_new_tokens=8",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "Per step (hf)" in result.output
     store = driver.store
     assert _count(store, "rollouts", "hf") == 2 * 2 * 2
     assert store.campaign("hf")["status"] == "completed"
