@@ -7,11 +7,18 @@ tools as JSON-schema function specs tagged with an effect (``read`` / ``write``)
 and scores a finished :class:`Trajectory` with ``verify`` (reward in [0, 1] plus a reason).
 
 Isolation: all mutable state lives on the environment instance and is rebuilt by ``reset``; two
-rollouts of the same task never share state, and sources keep no module-global instances.
+rollouts of the same task never share state, and sources keep no module-global instances. Tool code
+may keep (and later mutate) the objects it is called with, so every source runs a call on a private
+copy of its arguments (:func:`private_arguments`): neither the caller's objects nor ``task.gold``'s
+are ever aliased into environment state, and a verdict depends only on the trajectory.
+
+Arguments: ``call`` takes a JSON object as a dict, or as its JSON text (decoded as bfcl-eval's
+function-calling path does); anything else is an error result that names the tool.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from abc import ABC, abstractmethod
@@ -185,13 +192,33 @@ def content_hash(value: Any) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def private_arguments(arguments: Any) -> Any:
+    """A call's arguments as this call's own objects: a deep copy of a dict, or a JSON object's text
+    decoded. Anything else is returned as is, for the source to refuse with its own error result."""
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            return arguments
+        return decoded if isinstance(decoded, dict) else arguments
+    return copy.deepcopy(arguments)
+
+
+def as_agent_sends(call: ToolCall) -> ToolCall:
+    """``call`` as an agent delivers it: arguments through ``json.dumps`` / ``json.loads``, so they are
+    fresh objects with JSON types (tuples become lists), exactly what the agent loop passes to ``call``."""
+    return ToolCall(call.name, json.loads(json.dumps(call.arguments)))
+
+
 def replay_gold(env: Environment, task: Task) -> Trajectory:
-    """Run the task's gold solution through ``env`` and return the trajectory it produced."""
+    """Run the task's gold solution through ``env`` the way an agent would (each call's arguments
+    JSON-encoded and decoded, never ``task.gold``'s own objects) and return the trajectory."""
     env.reset(task)
     trajectory = Trajectory(task_id=task.task_id)
     for turn, turn_calls in enumerate(task.gold):
         record = TurnRecord()
-        for call in turn_calls:
+        for gold_call in turn_calls:
+            call = as_agent_sends(gold_call)
             record.calls.append(CallRecord(call, env.call(call.name, call.arguments)))
         if turn < len(task.gold_replies):
             record.replies.extend(task.gold_replies[turn])

@@ -15,7 +15,7 @@ from typing import Any
 from environments.acebench.errors import ToolError
 from environments.acebench.phone import BaseApi, FoodPlatform, MessageApi, ReminderApi
 from environments.acebench.travel import Travel
-from environments.base import Effect, ToolResult, ToolSpec
+from environments.base import Effect, ToolResult, ToolSpec, private_arguments
 
 SCENARIO_CLASSES: dict[str, type] = {
     "BaseApi": BaseApi,
@@ -86,6 +86,7 @@ def execute(state: dict[str, Any], tools: dict[str, ToolSpec], name: str, argume
         return ToolResult(
             f"Error: no tool named '{name}' in this task; tools: {', '.join(tools)}.", is_error=True
         )
+    arguments = private_arguments(arguments)  # scenario methods may keep what they are given
     if not isinstance(arguments, dict):
         return ToolResult(f"Error: arguments of {name} must be an object.", is_error=True)
     problems = schema_errors(tools[name].parameters, arguments, "arguments")

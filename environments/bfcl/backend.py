@@ -3,7 +3,15 @@
 bfcl-eval ships the executable API classes (``GorillaFileSystem``, ``TwitterAPI``, ...). Its own
 ``execute_multi_turn_func_call`` caches instances in module globals (state leaks between rollouts)
 and ``eval``s call strings; here every rollout builds its own instances and calls bound methods with
-keyword arguments. Results are rendered exactly as bfcl-eval renders them (``str`` as is, ``dict``
+keyword arguments.
+
+Isolation, because the classes keep references to what they are given (``post_tweet`` stores its
+``mentions`` list and ``mention`` later extends it in place): every call runs on a private copy of its
+arguments; a parameter left out whose default is mutable (``post_tweet(tags=[], mentions=[])``, one
+list shared by the whole process) gets a fresh copy of the pristine default; and after loading a
+scenario the instance's state is deep-copied once, detaching it from module-level tables the
+long-context variants merge in by reference (``TravelAPI``'s ``CREDIT_CARD_EXTENSION`` and
+``BOOKING_RECORD_EXTENSION``). Results are rendered exactly as bfcl-eval renders them (``str`` as is, ``dict``
 as JSON, anything else ``str()``; an exception as ``"Error during execution: ..."``), because the
 response check compares these strings.
 """
@@ -17,7 +25,7 @@ import json
 import os
 from typing import Any
 
-from environments.base import ToolResult
+from environments.base import ToolResult, private_arguments
 
 # bfcl-eval creates result folders on import of some modules unless this points somewhere writable.
 os.environ.setdefault("BFCL_PROJECT_ROOT", os.path.join(os.path.expanduser("~"), ".cache", "envsched-bfcl"))
@@ -64,9 +72,27 @@ WRITE_TOOLS: frozenset[str] = frozenset(
 )  # fmt: skip
 
 
+# (class, method) -> {parameter: pristine mutable default}, recorded when the class is first loaded,
+# before any call of ours could have mutated a shared default.
+_MUTABLE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {}
+
+
 def api_class(class_name: str) -> type:
     module_name, _ = API_CLASSES[class_name]
-    return getattr(importlib.import_module(f"{_PACKAGE}.{module_name}"), class_name)
+    cls = getattr(importlib.import_module(f"{_PACKAGE}.{module_name}"), class_name)
+    if not any(key[0] == class_name for key in _MUTABLE_DEFAULTS):
+        _record_mutable_defaults(class_name, cls)
+    return cls
+
+
+def _record_mutable_defaults(class_name: str, cls: type) -> None:
+    for name, function in inspect.getmembers(cls, predicate=inspect.isfunction):
+        defaults = {
+            p.name: copy.deepcopy(p.default)
+            for p in inspect.signature(function).parameters.values()
+            if isinstance(p.default, list | dict | set)
+        }
+        _MUTABLE_DEFAULTS[(class_name, name)] = defaults
 
 
 def new_instances(
@@ -80,6 +106,8 @@ def new_instances(
             instance._load_scenario(
                 copy.deepcopy(initial_config.get(class_name, {})), long_context=long_context
             )
+            # One deepcopy of the whole state: detaches module-level tables, keeps inner aliasing.
+            instance.__dict__.update(copy.deepcopy(instance.__dict__))
         instances[class_name] = instance
     return instances
 
@@ -110,8 +138,14 @@ def execute(methods: dict[str, Any], name: str, arguments: dict[str, Any]) -> To
     method = methods.get(name)
     if method is None:
         return ToolResult(f"Error during execution: name '{name}' is not defined", is_error=True)
+    arguments = private_arguments(arguments)
     if not isinstance(arguments, dict):
         return ToolResult(f"Error during execution: arguments of {name} must be an object", is_error=True)
+    fresh_defaults = _MUTABLE_DEFAULTS.get((type(method.__self__).__name__, name), {})
+    arguments = {
+        **{k: copy.deepcopy(v) for k, v in fresh_defaults.items() if k not in arguments},
+        **arguments,
+    }
     try:
         value = method(**arguments)
     except Exception as exc:  # a tool's own bug or a bad argument is the agent's error result

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from environments.base import ToolResult
+from environments.base import ToolResult, private_arguments
 from environments.synthetic.schema import FieldSpec, State, TableSpec, ToolDef, World
 
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
@@ -51,6 +51,7 @@ def execute(world: World, state: State, name: str, arguments: Any) -> ToolResult
     tool = world.tools_by_name.get(name)
     if tool is None:
         return _error(f"unknown tool '{name}'; available: {', '.join(sorted(world.tools_by_name))}")
+    arguments = private_arguments(arguments)  # operations may keep what they are given
     if not isinstance(arguments, dict):
         return _error(f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
     table = world.tables_by_role[tool.table]

@@ -15,7 +15,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from environments.base import ToolResult, ToolSpec
+from environments.base import ToolResult, ToolSpec, private_arguments
 from environments.tau_bench.db import Database
 
 Tool = Callable[..., str]
@@ -80,6 +80,7 @@ def execute(
     """Run one call; every failure comes back as an error result, never as an exception."""
     if name not in specs or name not in tools:
         return ToolResult(f"Error: unknown tool '{name}'", is_error=True)
+    arguments = private_arguments(arguments)  # tools may keep what they are given
     if not isinstance(arguments, dict):
         return ToolResult(f"Error: arguments should be an object, got {type(arguments).__name__}", True)
     if (error := schema_errors(arguments, specs[name].parameters, "")) is not None:
