@@ -1,0 +1,241 @@
+"""What the TRL and veRL adapters share: schedulers by name, fixed-size step batches, verifier rewards.
+
+A trainer asks for a fixed number of prompts per step (its generation batch); a scheduler answers
+``select(step)`` with its own batch. :class:`StepBatches` turns one into the other and feeds the step's
+rewards back through ``observe``, checking that they belong to the batch it handed out.
+
+Dynamic sampling (DAPO, GRESO). Neither trainer can roll out more prompts within a step once rewards
+are seen (TRL has no dynamic sampling, trl#3708; veRL's sampler is asked once per step), so the
+trainer's generation batch *is* the scheduler's first generation batch: the scheduler's B is sized
+so that its over-sampled batch fills it (B = ceil(P / gen_batch_ratio) for DAPO, P / sampling_ratio
+for GRESO), every group is observed, and zero-variance groups get zero GRPO advantage, i.e. no
+gradient (the papers' post-rollout filter). The refill rounds of the papers do not run; the step
+counts its zero-variance groups (``schedule/zero_variance_groups``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from environments.base import CallRecord, Trajectory, TurnRecord
+from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
+from envsched_core.baselines import (
+    DAPOConfig,
+    DAPODynamicSampling,
+    DPSConfig,
+    DPSScheduler,
+    GRESOConfig,
+    GRESOScheduler,
+    MoPPSConfig,
+    MoPPSScheduler,
+    RandomScheduler,
+)
+from training.tasks import TaskResolver
+from training.tool_calls import parse_tool_calls
+
+
+@dataclass(frozen=True)
+class SchedulerEntry:
+    cls: type
+    config_cls: type
+    oversample_field: str | None = None
+    """Config field holding (generation batch / B) for the dynamic-sampling baselines."""
+
+
+# The same names as `envsched campaign run --scheduler` (pipelines.campaign.SCHEDULERS).
+SCHEDULERS: dict[str, SchedulerEntry] = {
+    "envsched": SchedulerEntry(EnvSched, SchedulerConfig),
+    "random": SchedulerEntry(RandomScheduler, SchedulerConfig),
+    "dapo": SchedulerEntry(DAPODynamicSampling, DAPOConfig, "gen_batch_ratio"),
+    "greso": SchedulerEntry(GRESOScheduler, GRESOConfig, "sampling_ratio"),
+    "mopps": SchedulerEntry(MoPPSScheduler, MoPPSConfig),
+    "dps": SchedulerEntry(DPSScheduler, DPSConfig),
+}
+
+
+def scheduler_batch_size(name: str, prompts_per_step: int, options: dict[str, Any] | None = None) -> int:
+    """B for scheduler ``name`` so that its first generation batch fills ``prompts_per_step`` prompts."""
+    entry = _entry(name)
+    if entry.oversample_field is None:
+        return prompts_per_step
+    ratio = float(
+        (options or {}).get(entry.oversample_field, getattr(entry.config_cls(), entry.oversample_field))
+    )
+    return max(1, math.ceil(prompts_per_step / ratio))
+
+
+def make_scheduler(
+    name: str,
+    tasks: pd.DataFrame,
+    prompts_per_step: int,
+    group_size: int,
+    seed: int = 0,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """Scheduler ``name`` over the task frame (task_id, env_id, text, tools, ... as in the warehouse's
+    ``tasks`` table; EnvSched embeds ``text`` with the shipped model unless an ``embedding`` column is
+    given). ``options`` are fields of the scheduler's config (e.g. ``{"rho": 1.0}``)."""
+    entry = _entry(name)
+    options = dict(options or {})
+    known = {f.name for f in fields(entry.config_cls)} if is_dataclass(entry.config_cls) else set()
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"scheduler {name!r} has no option(s) {unknown}; its options are {sorted(known)}")
+    for reserved in ("batch_size", "group_size"):
+        if reserved in options:
+            raise ValueError(
+                f"{reserved} comes from the trainer's batch settings, not from scheduler options"
+            )
+    config = entry.config_cls(
+        batch_size=scheduler_batch_size(name, prompts_per_step, options), group_size=group_size, **options
+    )
+    if entry.cls is EnvSched:
+        return EnvSched(TaskCatalog.from_frame(tasks), config, seed=seed)
+    return entry.cls(tasks[["task_id", "env_id"]], config, seed=seed)
+
+
+def _entry(name: str) -> SchedulerEntry:
+    if name not in SCHEDULERS:
+        raise ValueError(f"scheduler {name!r} unknown; choose from {sorted(SCHEDULERS)}")
+    return SCHEDULERS[name]
+
+
+class StepBatches:
+    """Fixed-size prompt batches from a scheduler, one per trainer step, and their rewards fed back.
+
+    ``row_of_task`` maps each task id to its row in the trainer's dataset. Steps count from 1. Every
+    rank of a distributed run holds its own copy and sees the same (gathered) rewards, so every copy
+    selects the same batches.
+    """
+
+    def __init__(self, scheduler: Any, row_of_task: dict[str, int], prompts_per_step: int):
+        if prompts_per_step < 1:
+            raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
+        self.scheduler = scheduler
+        self.row_of_task = dict(row_of_task)
+        self.prompts_per_step = prompts_per_step
+        self.step = 0
+        self.batches: dict[int, list[str]] = {}  # step -> task ids handed to the trainer, in order
+        self.observed_steps: set[int] = set()
+        self.rollouts: dict[int, pd.DataFrame] = {}  # step -> the rollouts passed to observe
+        self.metrics: dict[int, dict[str, float]] = {}
+        self.stale_steps: list[int] = []  # steps selected before the previous step was observed
+
+    def next_batch(self) -> tuple[int, list[int]]:
+        """(step, dataset rows): the scheduler's batch for the next step, exactly prompts_per_step long."""
+        self.step += 1
+        if self.step > 1 and self.step - 1 not in self.observed_steps:
+            self.stale_steps.append(self.step)
+        frame = self.scheduler.select(self.step)
+        task_ids = frame["task_id"].astype(str).tolist()[: self.prompts_per_step]
+        if not task_ids:
+            raise ValueError(
+                f"scheduler {type(self.scheduler).__name__} selected no task for step {self.step}"
+            )
+        # A batch shorter than the trainer's (GRESO skipping most of a small pool) repeats its own tasks.
+        task_ids += [task_ids[i % len(task_ids)] for i in range(self.prompts_per_step - len(task_ids))]
+        missing = [t for t in task_ids if t not in self.row_of_task]
+        if missing:
+            raise ValueError(f"scheduled task id(s) {missing[:5]} have no row in the trainer's dataset")
+        self.batches[self.step] = task_ids
+        return self.step, [self.row_of_task[t] for t in task_ids]
+
+    @property
+    def pending_step(self) -> int | None:
+        """The latest step handed out whose rewards were not observed yet."""
+        return self.step if self.step and self.step not in self.observed_steps else None
+
+    def observe(self, step: int, task_ids: Sequence[str], rewards: Sequence[float]) -> pd.DataFrame:
+        """Feed one step's rollouts (one reward per completion) to the scheduler; returns the frame."""
+        if step not in self.batches:
+            raise ValueError(f"step {step} was never handed out (steps so far: 1..{self.step})")
+        if step in self.observed_steps:
+            raise ValueError(f"step {step} was already observed")
+        task_ids = [str(t) for t in task_ids]
+        if len(task_ids) != len(rewards):
+            raise ValueError(f"{len(task_ids)} task ids but {len(rewards)} rewards for step {step}")
+        foreign = sorted(set(task_ids) - set(self.batches[step]))
+        if foreign:
+            raise ValueError(f"step {step}: rewards for task(s) {foreign[:5]} that are not in its batch")
+        frame = pd.DataFrame({"task_id": task_ids, "step": step, "reward": np.asarray(rewards, dtype=float)})
+        self.scheduler.observe(frame)  # validates rewards in [0, 1] before touching any state
+        self.observed_steps.add(step)
+        self.rollouts[step] = frame
+        groups = frame.groupby("task_id")["reward"]
+        variance = groups.var(ddof=0).fillna(0.0)
+        self.metrics[step] = {
+            "schedule/zero_variance_groups": float((variance < 1e-12).sum()),
+            "schedule/mean_reward_variance": float(variance.mean()),
+            "schedule/distinct_tasks": float(len(variance)),
+            "rollout/mean_reward": float(frame["reward"].mean()),
+        }
+        return frame
+
+    def state_dict(self) -> dict[str, Any]:
+        """Scheduler state plus the step counter; ``load_state_dict`` resumes where it stopped."""
+        return {"scheduler": self.scheduler.state_dict(), "step": self.step, "batches": dict(self.batches)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step = int(state["step"])
+        self.batches = {int(k): list(v) for k, v in state["batches"].items()}
+        self.observed_steps = set(self.batches)  # a checkpoint is taken after its steps were observed
+
+
+def verifier_reward(resolver: TaskResolver, task_id: str, completion: str) -> float:
+    """Run the tool calls of one completion in a fresh environment of ``task_id``; the verifier's reward.
+
+    A single completion answers the task's first user turn; a multi-turn task's verifier then judges the
+    trajectory it produced (later turns were not attempted). Malformed calls are skipped.
+    """
+    task = resolver.task(task_id)
+    env = resolver.environment(task_id)
+    env.reset(task)
+    parsed = parse_tool_calls(completion)
+    turn = TurnRecord()
+    for call in parsed.calls:
+        turn.calls.append(CallRecord(call, env.call(call.name, call.arguments)))
+    if parsed.text.strip():
+        turn.replies.append(parsed.text.strip())
+    return float(env.verify(Trajectory(task_id=task_id, turns=[turn])).reward)
+
+
+def task_system_prompt(resolver: TaskResolver, task_id: str) -> str:
+    """The tools of a task's environment at turn 0, in the Hermes convention the agent loop uses."""
+    task = resolver.task(task_id)
+    env = resolver.environment(task_id)
+    specs = env.reset(task)
+    lines = "\n".join(json.dumps(spec.as_function()) for spec in specs)
+    return (
+        "You may call functions to solve the task. Function signatures:\n<tools>\n"
+        f'{lines}\n</tools>\nCall one with <tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call>.'
+    )
+
+
+def catalogue_frame(resolver: TaskResolver, task_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """The scheduler's task frame (the warehouse ``tasks`` columns it reads) for tasks of loaded sources."""
+    rows = []
+    for task_id in task_ids or resolver.task_ids():
+        task = resolver.task(task_id)
+        effects = {spec.name: spec.effect for spec in resolver.environment_info(task.env_id).tools}
+        rows.append(
+            {
+                "task_id": task.task_id,
+                "env_id": task.env_id,
+                "text": task.text,
+                "tools": list(task.tools),
+                "tool_effects": [effects.get(name, "unknown") for name in task.tools],
+                "state_fields": list(task.state_fields),
+                "turns": len(task.user_turns),
+                "gold_calls": task.gold_calls,
+                "verifier": task.verifier,
+            }
+        )
+    return pd.DataFrame(rows)
