@@ -167,6 +167,11 @@ class Environment(ABC):
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Execute one tool call. Never raises for a bad call: returns ``ToolResult(is_error=True)``."""
 
+    def call_batch(self, calls: list[ToolCall]) -> list[ToolResult]:
+        """Execute the calls of one agent message, in order. Sources where a message is a unit (ACEBench
+        stops a multi-turn message at its first exception) override this; the default calls one by one."""
+        return [self.call(c.name, c.arguments) for c in calls]
+
     @abstractmethod
     def verify(self, trajectory: Trajectory) -> Verdict:
         """Score a finished trajectory of the current task."""

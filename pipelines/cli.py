@@ -276,3 +276,7 @@ def ui(port: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
     os.execv(dagster, [dagster, "dev", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)])
+
+
+if __name__ == "__main__":
+    main()

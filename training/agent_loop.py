@@ -281,8 +281,8 @@ class Episode:
             return
         room = self.config.max_calls_per_turn - self.calls_this_turn
         results: list[dict[str, Any]] = []
-        for call in parsed.calls[:room]:
-            result = self.env.call(call.name, call.arguments)
+        batch = parsed.calls[:room]  # one assistant message: executed as one batch
+        for call, result in zip(batch, self.env.call_batch(batch), strict=True):
             record.calls.append(CallRecord(call, result))
             results.append({"role": "tool", "name": call.name, "content": result.content})
         for error in parsed.errors[: max(room - len(parsed.calls), 0)]:

@@ -1,3 +1,7 @@
-from environments.acebench.source import AceBenchAgentSource, AceBenchEnvironment
+from environments.acebench.source import (
+    AceBenchAgentSource,
+    OriginalAceBenchEnvironment,
+    PolicyAceBenchEnvironment,
+)
 
-__all__ = ["AceBenchAgentSource", "AceBenchEnvironment"]
+__all__ = ["AceBenchAgentSource", "OriginalAceBenchEnvironment", "PolicyAceBenchEnvironment"]

@@ -274,10 +274,15 @@ def _task(entry: dict[str, Any], answers: dict, mode: str, where: str) -> tuple[
         "acebench_id": entry["id"],
         "mode": mode,
         "involved_classes": classes,
+        # The data's order: the original builds (and reports) the classes in it.
+        "class_order": list(dict.fromkeys(canonical_class(c, where) for c in entry["involved_classes"])),
         "initial_config": initial_config,
         "functions": [s.name for s in specs],
         "ground_truth": ground_truth,
         "milestones": [[{"name": c.name, "arguments": c.arguments} for c in alt] for alt in milestones],
+        # As written in the answers: the original's rules read these (class names unmapped, calls as text).
+        "ground_truth_entries": answer["ground_truth"],
+        "milestone_text": answer["mile_stone"],
         "user_simulator": "instruction" if mode == "multi_turn" else "none",
         "tool_effects": [TOOL_OWNERS[name][1] for name in tools],
     }

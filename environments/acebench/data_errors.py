@@ -3,18 +3,21 @@
 The gold solution of a task is its first milestone sequence. ACEBench uses milestones only for its
 process score, so a milestone may skip a call that the end state needs, or disagree with the ground
 truth. Replaying every gold solution and reading the data found 9 such tasks (each reason below says
-what is wrong). Two kinds of entry:
+what is wrong); all 9 are real errors of the original data. Two tables:
 
-- ``GOLD_CORRECTIONS``: the ground truth is reachable with the task's own tools, so the gold solution
-  is the first milestone with a few explicit edits (insert a call before a given call, or replace a
-  call). ``data.load_data`` applies them when it builds the catalogue: ``Task.gold`` is the corrected
-  sequence, ``metadata["milestones"]`` keeps the original milestones (the process score is unchanged)
-  and ``metadata["gold_correction"]`` records the edits and the reason. Each edit names the exact call
-  it expects in the milestone; if the data no longer has it, loading fails (SourceDataError) rather
-  than applying a stale correction.
-- ``KNOWN_DATA_ERRORS``: the ground truth cannot be reached by construction. The gold stays the
-  milestone and fails ``envsched envs verify-gold --source acebench_agent``; the verifier appends the
-  entry to its reason. A test pins this table to exactly the tasks that verify-gold fails.
+- ``GOLD_CORRECTIONS`` (all 9 tasks): the ground truth is reachable with the task's own tools under the
+  original's rule, so the gold solution is the first milestone with a few explicit edits (insert a call
+  before a given call, or replace a call). ``data.load_data`` applies them when it builds the catalogue:
+  ``Task.gold`` is the corrected sequence, ``metadata["milestones"]`` keeps the original milestones (the
+  process score is unchanged) and ``metadata["gold_correction"]`` records the edits and the reason. Each
+  edit names the exact call it expects in the milestone; if the data no longer has it, loading fails
+  (SourceDataError) rather than applying a stale correction. Every corrected gold passes the original's
+  own evaluation (recorded in ``tests/data/acebench_original``).
+- ``KNOWN_DATA_ERRORS`` (2 of them): tasks whose ground truth stays unreachable under the project's
+  strict check (``semantics: policy`` or ``end_state: strict``), which also checks the classes the
+  answers misspell. They fail ``envsched envs verify-gold --source acebench_agent --option
+  semantics=policy``, and the strict verifier appends the entry to its reason. A test pins this table to
+  exactly the tasks that verify-gold fails there. In the default semantics verify-gold passes 50/50.
 
 Neither table changes the ground truth or the verifier.
 """
@@ -55,18 +58,19 @@ class GoldCorrection:
     edits: tuple[Edit, ...]  # applied in order to the first milestone sequence
 
 
-# -- the ground truth is unreachable: these tasks keep failing verify-gold -----------------------------
+# -- the ground truth is unreachable under the project's strict check (``semantics: policy``) ------------
 
-_SUPER_SUPREME = (
-    "the milestone orders 'Super Supreme', which is not on Domino's menu ('Super Supreme Pizza'), so no "
-    "order is placed; and the ground truth's reminder_list has the new reminder as key 3 / reminder_id 3 "
-    "in place of the default 'To-do list' reminder (key 3, id 1003), which no tool can delete, while the "
-    "defaults' reminder counter (3) gives the new reminder key 4 / id 4, as multi-turn tasks 4-7 expect"
+_REMINDER_KEY = (
+    "the ground truth's reminder_list has the new reminder as key 3 / reminder_id 3 in place of the default "
+    "'To-do list' reminder (key 3, id 1003), which no tool of the task can delete, while the defaults' "
+    "reminder counter (3) gives the new reminder key 4 / id 4, as multi-turn tasks 4-7 expect. The original "
+    "never checks it: the class is spelt 'ReminderAPI' there, and its evaluation skips misspelt classes"
 )
 
+# Left failing only by the strict, corrected-spelling check of ``semantics: policy``.
 KNOWN_DATA_ERRORS: dict[str, str] = {
-    "agent_multi_step_0": _SUPER_SUPREME,
-    "agent_multi_step_1": _SUPER_SUPREME,
+    "agent_multi_step_0": _REMINDER_KEY,
+    "agent_multi_step_1": _REMINDER_KEY,
 }
 
 # -- the ground truth is reachable: the gold solution is the corrected milestone -----------------------
@@ -103,7 +107,21 @@ _DELETE_LATEST = (
     ),
 )
 
+_SUPER_SUPREME = (
+    "the milestone orders 'Super Supreme', which is not on Domino's menu, so no order is placed, but the "
+    "question asks for the 'Super Supreme Pizza' and the ground truth has it ordered (88.0, balance 412.0); "
+    "the gold orders the menu's product"
+)
+_ORDER_PIZZA = Replace(
+    old="add_food_delivery_order(username='Eve', merchant_name='Domino's', "
+    "items=[{'product': 'Super Supreme', 'quantity': 1}])",
+    new="add_food_delivery_order(username='Eve', merchant_name='Domino\\'s', "
+    "items=[{'product': 'Super Supreme Pizza', 'quantity': 1}])",
+)
+
 GOLD_CORRECTIONS: dict[str, GoldCorrection] = {
+    "agent_multi_step_0": GoldCorrection(_SUPER_SUPREME, (_ORDER_PIZZA,)),
+    "agent_multi_step_1": GoldCorrection(_SUPER_SUPREME, (_ORDER_PIZZA,)),
     "agent_multi_step_12": GoldCorrection(_NO_FOOD_LOGIN, (_LOGIN_HELEN,)),
     "agent_multi_step_13": GoldCorrection(_NO_FOOD_LOGIN, (_LOGIN_HELEN,)),
     "agent_multi_step_14": GoldCorrection(_TODO_LIST, _DELETE_LATEST),

@@ -1,4 +1,6 @@
-"""ACEBench agent source: catalogue, gold replay, end-state verifier, milestone score, isolation, errors."""
+"""ACEBench agent source in ``semantics: policy`` (the project's strict rules): catalogue, gold replay,
+end-state verifier, milestone score, isolation, errors. The default semantics (the original's behaviour)
+is tested against recorded data in ``test_acebench_original.py``."""
 
 import json
 import shutil
@@ -20,7 +22,7 @@ from warehouse.store import Warehouse
 
 @pytest.fixture(scope="module")
 def source():
-    return AceBenchAgentSource()
+    return AceBenchAgentSource(semantics="policy")
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +87,9 @@ def test_acebench_verify_gold_fails_exactly_the_known_data_errors(source):
 
 def test_acebench_gold_corrections_and_known_data_errors_are_the_nine_contradicting_tasks(tasks):
     corrected = {task_id for task_id, task in tasks.items() if "gold_correction" in task.metadata}
-    assert corrected == set(GOLD_CORRECTIONS) and not corrected & set(KNOWN_DATA_ERRORS)
-    assert sorted(corrected | set(KNOWN_DATA_ERRORS)) == sorted(
+    # 0/1 are corrected too (the original's rule passes them), but the strict rule still fails them.
+    assert corrected == set(GOLD_CORRECTIONS) and set(KNOWN_DATA_ERRORS) < corrected
+    assert sorted(corrected) == sorted(
         [f"agent_multi_step_{i}" for i in (0, 1, 12, 13, 14, 15, 16, 17)] + ["agent_multi_turn_6"]
     )
     for task_id, task in tasks.items():
@@ -94,7 +97,7 @@ def test_acebench_gold_corrections_and_known_data_errors_are_the_nine_contradict
         assert (list(task.gold[0]) != milestone) == (task_id in GOLD_CORRECTIONS)
 
 
-@pytest.mark.parametrize("task_id", sorted(GOLD_CORRECTIONS))
+@pytest.mark.parametrize("task_id", sorted(set(GOLD_CORRECTIONS) - set(KNOWN_DATA_ERRORS)))
 def test_acebench_corrected_gold_passes_and_the_uncorrected_milestone_does_not(source, tasks, task_id):
     task = tasks[task_id]
     correction = task.metadata["gold_correction"]
@@ -112,13 +115,16 @@ def test_acebench_corrected_gold_passes_and_the_uncorrected_milestone_does_not(s
 
 
 @pytest.mark.parametrize("task_id", ["agent_multi_step_0", "agent_multi_step_1"])
-def test_acebench_super_supreme_tasks_stay_unreachable_even_with_the_menu_name_fixed(source, tasks, task_id):
-    # Ordering 'Super Supreme Pizza' places the order, but the ground truth's reminder key 3 / id 3 in place
-    # of the 'To-do list' reminder cannot be produced: add_reminder takes id 4, and no tool deletes one.
+def test_acebench_super_supreme_tasks_stay_unreachable_under_the_strict_rule(source, tasks, task_id):
+    # The corrected gold orders 'Super Supreme Pizza', but the ground truth's reminder key 3 / id 3 in place
+    # of the 'To-do list' reminder cannot be produced: add_reminder takes id 4, and no listed tool deletes
+    # one. The strict rule checks the misspelt 'ReminderAPI' as ReminderApi; the original does not.
     task = tasks[task_id]
-    assert "delete_reminder" not in task.metadata["functions"] and task_id not in GOLD_CORRECTIONS
-    items = [{"product": "Super Supreme Pizza", "quantity": 1}]
-    env, trajectory = _run(source, task, _replace(task.gold[0], "add_food_delivery_order", items=items))
+    assert "delete_reminder" not in task.metadata["functions"]
+    assert any(
+        c.arguments.get("items") == [{"product": "Super Supreme Pizza", "quantity": 1}] for c in task.gold[0]
+    )
+    env, trajectory = _run(source, task, list(task.gold[0]))
     verdict = env.verify(trajectory)
     assert verdict.reward == 0.0 and "FoodPlatform" not in verdict.reason.split(" [")[0]
     assert "ReminderApi.reminder_list['3']['reminder_id']: expected 3, got 1003" in verdict.reason

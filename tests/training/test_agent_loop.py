@@ -239,3 +239,19 @@ def test_agent_loop_timeout_stops_before_the_next_generation(bfcl, chat, tiny_to
     )
     assert rollout.status == "timeout" and model.requests == []
     assert rollout.verdict.reward == 0.0 and rollout.completion_tokens == 0
+
+
+def test_agent_loop_runs_one_message_as_one_acebench_batch(chat, tiny_tokenizer):
+    # ACEBench multi-turn (original semantics): the first exception of a message stops the rest of it,
+    # and every call of that message is answered with the original's one error text.
+    from environments.acebench.original.dispatch import MULTI_TURN_BATCH_ERROR
+
+    source = get_source("acebench_agent")
+    task = next(t for t in source.load().tasks if t.metadata["acebench_id"] == "agent_multi_turn_4")
+    bad = ToolCall("send_message", {"sender_name": "Eve", "receiver": "Frank", "message": "Hi"})
+    message = "\n".join(format_tool_call(c) for c in (bad, ToolCall("turn_on_wifi", {})))
+    env = source.make_environment(task)
+    rollout = run_agent_loop(task, env, chat, Scripted(tiny_tokenizer, [message]))
+    assert [r.result.content for r in rollout.trajectory.turns[0].calls] == [MULTI_TURN_BATCH_ERROR] * 2
+    assert env.end_state() == []  # no batch completed: the original reports no classes, the task fails
+    assert rollout.verdict.reward == 0.0
