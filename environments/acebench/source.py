@@ -36,6 +36,7 @@ from environments.base import (
     ToolSpec,
     Trajectory,
     Verdict,
+    private_arguments,
 )
 
 SEMANTICS = ("original", "policy")
@@ -76,7 +77,8 @@ class OriginalAceBenchEnvironment(Environment):
     def call_batch(self, calls: list[ToolCall]) -> list[ToolResult]:
         if self.session is None:
             return [ToolResult("Error: environment not reset", is_error=True) for _ in calls]
-        return self.session.run_batch(list(calls))
+        # Each call on its own copy of its arguments (JSON text decoded), as every source does.
+        return self.session.run_batch([ToolCall(c.name, private_arguments(c.arguments)) for c in calls])
 
     def end_state(self) -> list[dict[str, Any]]:
         """The end state as the original's evaluator reads it (``[{class: {field: value}}]``)."""

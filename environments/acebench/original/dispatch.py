@@ -118,7 +118,15 @@ class OriginalSession:
             else repr([c.name for c in calls])
         )
         if not readable:
-            return [ToolResult(UNREADABLE_BATCH, is_error=True) for _ in calls]
+            return [
+                ToolResult(
+                    UNREADABLE_BATCH
+                    if isinstance(c.arguments, dict)
+                    else f"Error: the arguments of {c.name} must be a JSON object, got {c.arguments!r}",
+                    is_error=True,
+                )
+                for c in calls
+            ]
         values: list[Any] = []
         failed: list[bool] = []
         last: Any = _NOTHING
