@@ -268,3 +268,11 @@ def test_acebench_source_rejects_unknown_options_naming_them(options, message):
     with pytest.raises(ValueError) as excinfo:
         AceBenchAgentSource(**options)
     assert str(excinfo.value) == message
+
+
+def test_acebench_policy_semantics_with_the_subset_rule_passes_the_misspelt_class_tasks(tasks):
+    source = AceBenchAgentSource(semantics="policy", end_state="subset")
+    for task_id in KNOWN_DATA_ERRORS:
+        env = source.make_environment(tasks[task_id])
+        verdict = env.verify(replay_gold(env, tasks[task_id]))
+        assert verdict.passed and "known source data error" not in verdict.reason, verdict.reason
