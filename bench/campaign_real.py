@@ -8,8 +8,9 @@ scheduler, scored by the environments' real verifiers.
 For every (catalogue, seed, scheduler) a campaign runs in-process (library calls, no Dagster):
 select -> G rollouts per task in the real environments (``training.engines.skill.SkillEngine``) ->
 observe (-> refill -> rollouts -> observe ..., for the dynamic-sampling baselines DAPO and GRESO,
-as ``envsched_core.simulator.run_campaign`` does) -> one GRPO step on the first B informative
-groups -> held-out evaluation every ``--eval-every`` steps. Every scheduler of a seed starts from the
+through ``envsched_core.dynamic_sampling.rollout_rounds`` as ``envsched_core.simulator.run_campaign``
+does) -> one GRPO step on the first B informative groups -> held-out evaluation every
+``--eval-every`` steps. Batch statistics are ``envsched_core.batch_metrics`` over the groups trained on. Every scheduler of a seed starts from the
 same initial policy (the seed draws it) and evaluates on the same held-out tasks with the same
 evaluation seeds, so the comparison is paired.
 
@@ -43,7 +44,10 @@ import pandas as pd
 from environments.frames import catalog_frames
 from environments.registry import get_source
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
+from envsched_core import metrics as M
 from envsched_core.baselines import (
+    DAPO1xConfig,
+    DAPO1xDynamicSampling,
     DAPOConfig,
     DAPODynamicSampling,
     DPSConfig,
@@ -54,6 +58,7 @@ from envsched_core.baselines import (
     MoPPSScheduler,
     RandomScheduler,
 )
+from envsched_core.dynamic_sampling import rollout_rounds, scheduler_refill
 from pipelines.campaign import heldout_by_hash
 from training.engines.skill import SkillEngine, landing_rows
 
@@ -68,6 +73,7 @@ SCHEDULERS = {
     "dps": (DPSScheduler, DPSConfig),
     "greso": (GRESOScheduler, GRESOConfig),
     "dapo": (DAPODynamicSampling, DAPOConfig),
+    "dapo-1x": (DAPO1xDynamicSampling, DAPO1xConfig),
 }
 OUT = Path(__file__).parent / "out"
 
@@ -115,36 +121,26 @@ def run_one(
     rows = [{"step": 0, "heldout": engine.evaluate()["eval/heldout_score"], "cum_rollouts": 0}]
     cumulative = 0
     for step in range(1, steps + 1):
-        batch = scheduler.select(step)
-        frames, groups = [batch], engine.rollout(batch, step)
-        episodes = landing_rows([e for g in groups for e in g], step)
-        parts = [episodes]
-        scheduler.observe(episodes[["task_id", "step", "reward"]])
-        refill = getattr(scheduler, "refill", None)
-        while refill is not None:
-            extra = refill(step)
-            if extra is None or extra.empty:
-                break
-            more = engine.rollout(extra, step)
-            extra_rows = landing_rows([e for g in more for e in g], step)
-            frames.append(extra)
-            groups += more
-            parts.append(extra_rows)
-            scheduler.observe(extra_rows[["task_id", "step", "reward"]])
-        every = pd.concat(frames, ignore_index=True)
-        rollouts = pd.concat(parts, ignore_index=True)
+
+        def roll(frame: pd.DataFrame, step: int = step) -> tuple[list, pd.DataFrame]:
+            groups = engine.rollout(frame, step)
+            return groups, landing_rows([e for g in groups for e in g], step)
+
+        every, parts = rollout_rounds(
+            scheduler.select(step), roll, scheduler_refill(scheduler, step, rows_of=lambda part: part[1])
+        )
+        groups = [g for part in parts for g in part[0]]
+        rollouts = pd.concat([part[1] for part in parts], ignore_index=True)
         n_primary = int((every["role"] != "oversample").sum())
         train = engine.train(groups, n_primary)
         cumulative += len(rollouts)
-        primary_ids = set(every.loc[every["role"] != "oversample", "task_id"])
-        stats = batch_metrics(every, rollouts[rollouts["task_id"].isin(primary_ids)], catalog)
-        reward = rollouts["reward"].to_numpy().reshape(-1, engine.group_size)
+        stats = batch_metrics(every, rollouts, catalog)  # over the groups trained on
         row = {
             "step": step,
-            "mean_var": stats["schedule/mean_variance"],
-            "envs": stats["schedule/envs_per_batch"],
-            "tools": stats["schedule/tools_per_batch"],
-            "zero_var_groups": float((reward.max(axis=1) == reward.min(axis=1))[:n_primary].sum()),
+            "mean_var": stats[M.MEAN_VARIANCE],
+            "envs": stats[M.ENVS_PER_BATCH],
+            "tools": stats[M.TOOLS_PER_BATCH],
+            "zero_var_groups": stats[M.ZERO_VARIANCE_GROUPS],
             "trained_groups": train["train/trained_groups"],
             "rollouts": len(rollouts),
             "cum_rollouts": cumulative,

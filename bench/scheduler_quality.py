@@ -17,6 +17,10 @@ graph depends on the catalogue, not on the run); each run reseeds the scheduler 
 simulator's rollout noise and drift. The world (tasks, latent skills) is seed 0 throughout.
 Targets (issue 3): variance >= 1.34x random; hit rate at step 7 >= 92%; <= 40 steps to random's
 step-120 score; fewer rollouts to that target than every baseline.
+Baselines as in their reference code (issue 15): DPS / MoPPS on binary accuracy, GRESO's adaptive
+refill and per-type streaks, DAPO as the recipe (3x, cap 10) and as `dapo-1x` (1x, cap 4, the DS
+baseline of the MoPPS / DPS papers). Batch statistics describe the groups trained on
+(`envsched_core.batch_metrics`), so DAPO / GRESO show their post-filter batches.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import pandas as pd
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.baselines import (
+    DAPO1xConfig,
+    DAPO1xDynamicSampling,
     DAPOConfig,
     DAPODynamicSampling,
     DPSConfig,
@@ -46,6 +52,7 @@ from envsched_core.simulator import LARGE, SMALL, SimConfig, Simulator, run_camp
 BASELINES = {
     "random": (RandomScheduler, DAPOConfig),
     "dapo": (DAPODynamicSampling, DAPOConfig),
+    "dapo-1x": (DAPO1xDynamicSampling, DAPO1xConfig),
     "greso": (GRESOScheduler, GRESOConfig),
     "mopps": (MoPPSScheduler, MoPPSConfig),
     "dps": (DPSScheduler, DPSConfig),
@@ -232,6 +239,7 @@ def table_steps_to_target(r: Runner, s: Setting, seeds: list[int], steps: int) -
                 "scheduler": name,
                 **summarise(runs, target),
                 "rollouts/step": np.mean([m["rollouts"].mean() for m in runs]),
+                "zero-var/batch": np.mean([m["zero_var_groups"].mean() for m in runs]),
             }
         )
     print_table(

@@ -52,6 +52,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .catalog import TaskCatalog
+from .dynamic_sampling import rollout_rounds, scheduler_refill
+from .metrics import (
+    ENVS_PER_BATCH,
+    EXPLOIT_HIT_RATE,
+    MEAN_VARIANCE,
+    MEDIAN_REWARD,
+    MEDIAN_VARIANCE,
+    TOOLS_PER_BATCH,
+    ZERO_VARIANCE_GROUPS,
+    batch_metrics,
+    trained_groups,
+)
+
 _VERBS = [
     "search",
     "get",
@@ -358,6 +372,12 @@ class Simulator:
             }
         )
 
+    def task_catalog(self) -> TaskCatalog:
+        """The catalogue as a `TaskCatalog` (built once per world; batch metrics read its tools)."""
+        if getattr(self, "_task_catalog", None) is None:
+            self._task_catalog = TaskCatalog.from_frame(self.catalog_frame())
+        return self._task_catalog
+
     # ---- rollouts and training ---------------------------------------------------------------------
     def _rows_of(self, task_ids: pd.Series) -> np.ndarray:
         if not hasattr(self, "_id_index"):
@@ -413,72 +433,50 @@ class Simulator:
 
 
 # ---- the campaign loop ------------------------------------------------------------------------------
-def _tool_codes(sim: Simulator) -> np.ndarray:
-    """(n_train, 4) integer ids of each task's qualified tools (env x type), -1 = unused."""
-    t = sim._task_types[sim._train_rows]
-    e = sim._task_env[sim._train_rows][:, None]
-    return np.where(t >= 0, e * sim.config.n_tool_types + t, -1)
-
-
 def run_campaign(scheduler: Any, sim: Simulator, steps: int, first_step: int = 1) -> pd.DataFrame:
     """Run `steps` select -> rollout -> observe (-> refill ...) -> train steps; one metrics row per step.
 
-    Dynamic-sampling schedulers (DAPO, GRESO) expose `refill(step)`: after each observe the loop asks
-    for more tasks until it returns an empty frame; every rollout is counted in `rollouts`. The policy
-    then trains on the first B informative groups, B = rows of the step's first batch that are not
-    'oversample'. Columns (per step): `mean_var` / `median_var` / `median_reward` / `envs` / `tools`
-    over the B primary tasks; `hit_rate` = share of 'exploit' picks whose realised variance is > 0 and
-    at least the 75th percentile of the pool's expected variance; `rollouts` (incl. oversample) and
-    `cum_rollouts`; `trained_groups`; `pool_var` = the pool's mean expected variance; `heldout` after
-    the update. The initial held-out score is in `frame.attrs["heldout0"]`.
+    The rounds of a step run through `dynamic_sampling.rollout_rounds`: dynamic-sampling schedulers
+    (DAPO, GRESO) refill until their rule stops, and every rollout is counted in `rollouts`. The
+    policy then trains on the first B informative groups, B = rows of the step that are not
+    'oversample'. Metrics come from `metrics.batch_metrics`, over the groups trained on: `mean_var` /
+    `median_var` / `median_reward` / `zero_var_groups` / `envs` / `tools`; `hit_rate` = share of the
+    trained 'exploit' picks whose realised variance is > 0 and at least the 75th percentile of the
+    pool's expected variance (`n_exploit` of them); `rollouts` (every round) and `cum_rollouts`;
+    `trained_groups` = groups that moved the policy (variance > 0); `pool_var` = the pool's mean
+    expected variance; `heldout` after the update. The initial held-out score is in
+    `frame.attrs["heldout0"]`.
     """
-    g = sim.config.group_size
-    codes = _tool_codes(sim)
-    index = pd.Index(sim.task_ids)
+    catalog = sim.task_catalog()
     rows, cum = [], 0
     heldout0 = sim.heldout_score()
     for step in range(first_step, first_step + steps):
         expected = sim.expected_variance()
-        q75 = float(np.quantile(expected, 0.75))
-        batch = scheduler.select(step)
-        frames, parts = [batch], [sim.rollout(batch, step)]
-        scheduler.observe(parts[0])
-        refill = getattr(scheduler, "refill", None)
-        while refill is not None:
-            extra = refill(step)
-            if extra is None or extra.empty:
-                break
-            frames.append(extra)
-            parts.append(sim.rollout(extra, step))
-            scheduler.observe(parts[-1])
-        every = pd.concat(frames, ignore_index=True)
+
+        def roll(frame: pd.DataFrame, step: int = step) -> pd.DataFrame:
+            return sim.rollout(frame, step)
+
+        every, parts = rollout_rounds(scheduler.select(step), roll, scheduler_refill(scheduler, step))
         rollouts = pd.concat(parts, ignore_index=True)
-        if every["task_id"].duplicated().any():
-            raise ValueError(f"step {step}: the scheduler selected a task twice")
-        primary = (every["role"] != "oversample").to_numpy()
-        b = int(primary.sum())
+        b = int((every["role"] != "oversample").sum())
         trained = sim.train(rollouts, b)
         sim.drift()
-
-        reward = rollouts["reward"].to_numpy().reshape(-1, g)
-        var = reward.var(axis=1)
-        pos = index.get_indexer(every["task_id"].astype(str))
-        exploit = (every["role"] == "exploit").to_numpy()
-        hits = (var[exploit] > 1e-12) & (var[exploit] >= q75 - 1e-12)
-        tool_ids = codes[pos[primary]]
-        cum += reward.size
+        groups = trained_groups(every, rollouts)
+        m = batch_metrics(every, rollouts, catalog, reference_variance=expected, groups=groups)
+        cum += len(rollouts)
         rows.append(
             {
                 "step": step,
                 "n_selected": b,
-                "mean_var": float(var[primary].mean()) if b else np.nan,
-                "median_var": float(np.median(var[primary])) if b else np.nan,
-                "median_reward": float(np.median(reward[primary].mean(axis=1))) if b else np.nan,
-                "envs": int(every.loc[primary, "env_id"].nunique()),
-                "tools": int(len(np.unique(tool_ids[tool_ids >= 0]))),
-                "n_exploit": int(exploit.sum()),
-                "hit_rate": float(hits.mean()) if exploit.any() else np.nan,
-                "rollouts": int(reward.size),
+                "mean_var": m[MEAN_VARIANCE],
+                "median_var": m[MEDIAN_VARIANCE],
+                "median_reward": m[MEDIAN_REWARD],
+                "zero_var_groups": int(m[ZERO_VARIANCE_GROUPS]),
+                "envs": int(m[ENVS_PER_BATCH]),
+                "tools": int(m[TOOLS_PER_BATCH]),
+                "n_exploit": int((groups["trained"] & (groups["role"] == "exploit")).sum()),
+                "hit_rate": m[EXPLOIT_HIT_RATE],
+                "rollouts": len(rollouts),
                 "cum_rollouts": cum,
                 "trained_groups": trained,
                 "pool_var": float(expected.mean()),

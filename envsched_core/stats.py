@@ -17,6 +17,9 @@ import pandas as pd
 from .catalog import TaskCatalog
 
 ROLLOUT_COLUMNS = ("task_id", "step", "reward")
+CORRECT_REWARD = 1.0
+"""A rollout is *correct* when its reward is >= this: the binary accuracy of DPS / MoPPS (their code
+converts every reward with ``acc >= 1``), so a graded reward counts as correct only at full credit."""
 
 
 def validate_rollouts(rollouts: pd.DataFrame, catalog: TaskCatalog) -> np.ndarray:
@@ -45,18 +48,37 @@ def validate_rollouts(rollouts: pd.DataFrame, catalog: TaskCatalog) -> np.ndarra
 
 
 def group_outcomes(rollouts: pd.DataFrame, idx: np.ndarray) -> pd.DataFrame:
-    """One row per (task, step) group: task index, step, population variance and mean of its rewards."""
+    """One row per (task, step) group: task index, step, population variance and mean of its rewards,
+    and its binary accuracy (share of rollouts with reward >= ``CORRECT_REWARD``)."""
+    reward = rollouts["reward"].to_numpy(dtype=float)
     frame = pd.DataFrame(
         {
             "idx": idx,
             "step": rollouts["step"].to_numpy(dtype=np.int64),
-            "reward": rollouts["reward"].to_numpy(dtype=float),
+            "reward": reward,
+            "correct": (reward >= CORRECT_REWARD).astype(float),
         }
     )
-    groups = frame.groupby(["step", "idx"], sort=True)["reward"]
-    out = groups.agg(mean="mean", size="size").reset_index()
-    out["variance"] = groups.var(ddof=0).to_numpy()  # population variance of the G rewards
+    grouped = frame.groupby(["step", "idx"], sort=True)
+    out = grouped[["reward", "correct"]].mean().reset_index()  # one pass for both means
+    out = out.rename(columns={"reward": "mean", "correct": "accuracy"})
+    out["size"] = grouped.size().to_numpy()
+    out["variance"] = grouped["reward"].var(ddof=0).to_numpy()  # population variance of the G rewards
     return out
+
+
+def group_summary(idx: np.ndarray, reward: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per distinct task row in ``idx`` (one step's rollouts): (rows, mean, population variance,
+    accuracy, count), where accuracy is the share of rewards >= ``CORRECT_REWARD``. Bincounts, so a
+    million rollouts stay cheap; variances below 1e-12 are float noise and become exactly 0 (an
+    all-equal group must not look "mixed")."""
+    rows, inv = np.unique(idx, return_inverse=True)
+    count = np.bincount(inv).astype(float)
+    mean = np.bincount(inv, weights=reward) / count
+    var = np.maximum(np.bincount(inv, weights=reward * reward) / count - mean * mean, 0.0)
+    var[var < 1e-12] = 0.0
+    accuracy = np.bincount(inv, weights=(reward >= CORRECT_REWARD).astype(float)) / count
+    return rows, mean, var, accuracy, count
 
 
 class TaskStats:

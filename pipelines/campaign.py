@@ -18,6 +18,7 @@ import pandas as pd
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.baselines import (
+    DAPO1xDynamicSampling,
     DAPODynamicSampling,
     DPSScheduler,
     GRESOScheduler,
@@ -31,6 +32,7 @@ SCHEDULERS = {
     "envsched": EnvSched,
     "random": RandomScheduler,
     "dapo": DAPODynamicSampling,
+    "dapo-1x": DAPO1xDynamicSampling,
     "greso": GRESOScheduler,
     "mopps": MoPPSScheduler,
     "dps": DPSScheduler,
@@ -56,7 +58,7 @@ class CampaignConfig:
     eval_every: int = 5
     """Evaluate the policy on the held-out tasks every this many steps (and at step 1); 0 = never."""
     scheduler: str = "envsched"
-    """``envsched`` or a baseline: random, dapo, greso, mopps, dps."""
+    """``envsched`` or a baseline: random, dapo, dapo-1x, greso, mopps, dps."""
     scheduler_config: dict[str, Any] = field(default_factory=dict)
     """Overrides of SchedulerConfig fields (or the baseline's hyper-parameters), e.g. {"rho": 1.0}."""
     batch_size: int = 64

@@ -139,7 +139,7 @@ def campaign() -> None:
     "--scheduler",
     default="envsched",
     show_default=True,
-    type=click.Choice(["envsched", "random", "dapo", "greso", "mopps", "dps"]),
+    type=click.Choice(["envsched", "random", "dapo", "dapo-1x", "greso", "mopps", "dps"]),
 )
 @click.option("--engine", default="simulated", show_default=True, type=click.Choice(list(ENGINES)))
 @click.option("--model", default=None, help="Local model folder for the hf / vllm engines.")

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..stats import group_summary
+
 BATCH_COLUMNS = ["task_id", "env_id", "role", "predicted_variance"]
 ROLLOUT_COLUMNS = ("task_id", "step", "reward")
 
@@ -49,11 +51,30 @@ def task_table(catalog: Any) -> tuple[np.ndarray, np.ndarray]:
     raise ValueError("catalog must be a TaskCatalog, a DataFrame, or expose `.tasks` with task_id and env_id")
 
 
-class GroupStats:
-    """Per-task summary of one `observe` call: index, success rate s, population variance, count."""
+METRICS = ("acc", "score")
 
-    def __init__(self, idx: np.ndarray, mean: np.ndarray, var: np.ndarray, count: np.ndarray):
-        self.idx, self.mean, self.var, self.count = idx, mean, var, count
+
+def signal_metric(config: Any) -> str:
+    """Which per-group success signal DPS / MoPPS learn from: ``acc`` (default, as in their reference
+    code: the share of rollouts with reward >= 1) or ``score`` (the mean graded reward)."""
+    metric = str(param(config, "metric", "acc"))
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    return metric
+
+
+class GroupStats:
+    """Per-task summary of one `observe` call: index, mean reward, population variance, count, and
+    binary accuracy (share of rollouts with reward >= 1, `envsched_core.stats.CORRECT_REWARD`)."""
+
+    def __init__(
+        self, idx: np.ndarray, mean: np.ndarray, var: np.ndarray, count: np.ndarray, accuracy: np.ndarray
+    ):
+        self.idx, self.mean, self.var, self.count, self.accuracy = idx, mean, var, count, accuracy
+
+    def success(self, metric: str) -> np.ndarray:
+        """The per-group success rate s of ``metric``: accuracy for ``acc``, the mean for ``score``."""
+        return self.accuracy if metric == "acc" else self.mean
 
 
 class BaselineScheduler:
@@ -61,6 +82,8 @@ class BaselineScheduler:
 
     #: names of numpy-array / scalar attributes that make up the resumable state
     _state_fields: tuple[str, ...] = ()
+    #: True when `refill(step)` may ask for more rounds after a step's rewards (DAPO, GRESO)
+    dynamic_sampling = False
 
     def __init__(self, catalog: Any, config: Any, seed: int = 0):
         self.task_ids, self.env_ids = task_table(catalog)
@@ -120,13 +143,8 @@ class BaselineScheduler:
         if (idx < 0).any():
             unknown = rollouts["task_id"].astype(str).to_numpy()[idx < 0][:5].tolist()
             raise ValueError(f"rollouts name unknown task_id(s) {unknown} (not in the catalog)")
-        # Population variance per task = E[r^2] - E[r]^2, via bincount so 1M rows stay cheap.
-        uniq, inv = np.unique(idx, return_inverse=True)
-        count = np.bincount(inv).astype(float)
-        mean = np.bincount(inv, weights=reward) / count
-        var = np.maximum(np.bincount(inv, weights=reward * reward) / count - mean * mean, 0.0)
-        var[var < 1e-12] = 0.0  # float noise must not turn an all-equal group into a "mixed" one
-        return GroupStats(uniq, mean, var, count)
+        uniq, mean, var, accuracy, count = group_summary(idx, reward)
+        return GroupStats(uniq, mean, var, count, accuracy)
 
     def observe(self, rollouts: pd.DataFrame) -> None:
         stats = self._group_stats(rollouts)
@@ -159,29 +177,19 @@ class BaselineScheduler:
             self.sampler.load(state["sampler"])
 
 
-class DynamicSamplingRefill:
-    """DAPO's refill rule (Yu et al., 2025, section 3.2), shared by DAPO and GRESO (which runs on top of
-    dynamic sampling): after a step's rollouts are observed, generate another batch until B groups with
-    reward variance are collected or ``max_num_gen_batches`` generation batches were used."""
-
-    def refill(self, step: int) -> pd.DataFrame:
-        capped = 0 < self.max_num_gen_batches <= self.num_gen_batches
-        if int(step) != self.step or self.num_informative >= self.batch_size or capped:
-            return self._empty()
-        return self._frame(self._generate(), "oversample")
-
-
 class EpochSampler:
     """A shuffled pass over the task pool, like a training dataloader (reshuffled every epoch).
 
     DAPO, GRESO, MoPPS and DPS all draw their (candidate) prompts from such a dataloader.
-    State: the permutation and the cursor, both plain arrays/ints so `state_dict` can copy them.
+    State: the permutation, the cursor and the epoch (completed passes; GRESO adapts only once it is
+    > 0), plain arrays/ints so `state_dict` can copy them.
     """
 
     def __init__(self, n: int, rng: np.random.Generator):
         self.n = n
         self.perm = rng.permutation(n)
         self.cursor = 0
+        self.epoch = 0
 
     def take(self, k: int, rng: np.random.Generator, exclude: np.ndarray | None = None) -> np.ndarray:
         """Next k task indices, skipping `exclude` (a bool mask) so one step never repeats a task."""
@@ -192,6 +200,7 @@ class EpochSampler:
             if self.cursor >= self.n:
                 self.perm = rng.permutation(self.n)
                 self.cursor = 0
+                self.epoch += 1
             chunk = self.perm[self.cursor : self.cursor + need]
             self.cursor += len(chunk)
             chunk = chunk[~blocked[chunk]]
@@ -201,7 +210,8 @@ class EpochSampler:
         return np.concatenate(taken) if taken else np.empty(0, dtype=np.int64)
 
     def state(self) -> dict[str, Any]:
-        return {"perm": self.perm.copy(), "cursor": self.cursor}
+        return {"perm": self.perm.copy(), "cursor": self.cursor, "epoch": self.epoch}
 
     def load(self, state: dict[str, Any]) -> None:
         self.perm, self.cursor = np.asarray(state["perm"]).copy(), int(state["cursor"])
+        self.epoch = int(state.get("epoch", 0))  # states saved before epochs were counted

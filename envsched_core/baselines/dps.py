@@ -13,8 +13,15 @@ Update when a prompt is rolled out (observation is exact, so the posterior is on
 Prompts not rolled out this step: alpha <- lambda * alpha + (1 - lambda) * alpha0 (no soft count),
 pi_prev <- pi, pi <- P_hat @ pi.
 Selection: from a dataloader candidate pool of 32 x B, the top B by pi[state 2] (P(mixed)).
-Defaults from the math scripts: lambda (`hmm_transition_decay_ratio`) = 0.7, alpha0 = 1, uniform
-prior pi, `candidate_ratio` = 32. No extra rollouts.
+Defaults from the math scripts (`recipe/dps/scripts/math/math_verl_*_dps.sh`): lambda
+(`tasksampler.hmm_transition_decay_ratio`) = 0.7, alpha0 (`hmm_prior_alpha`) = 1, uniform prior pi
+(`hmm_prior_pi`), `candidate_ratio` = 32, top-k (`hmm_sample_strategy`). No extra rollouts.
+
+Observed state: from the group's binary accuracy s = share of rollouts with reward >= 1
+(`tasksampler.metric: acc` in `recipe/dps/config/our_trainer.yaml`; `our_ray_trainer.py` turns each
+reward into `acc >= 1` before `train_task_sampler` averages it), so a graded group with one perfect
+rollout is *mixed* and a group of partial credits with none perfect is *all-fail*. `metric="score"`
+(the reference's other option) uses the mean graded reward instead.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._base import BaselineScheduler, EpochSampler, GroupStats, param
+from ._base import BaselineScheduler, EpochSampler, GroupStats, param, signal_metric
 
 ALL_FAIL, MIXED, ALL_PASS = 0, 1, 2  # zero-based indices of the paper's states 1, 2, 3
 
@@ -42,11 +49,14 @@ class DPSConfig:
     """lambda: `hmm_transition_decay_ratio` in the scripts."""
     alpha0: float = 1.0
     """Dirichlet prior count of every transition."""
+    metric: str = "acc"
+    """Group success signal: ``acc`` (share of rollouts with reward >= 1, the reference default) or
+    ``score`` (mean graded reward)."""
 
 
-def hmm_state(mean_reward: np.ndarray) -> np.ndarray:
+def hmm_state(success_rate: np.ndarray) -> np.ndarray:
     """Observed HMM state from a group's success rate: 0 -> all-fail, 1 -> all-pass, else mixed."""
-    return np.where(mean_reward <= 0.0, ALL_FAIL, np.where(mean_reward >= 1.0, ALL_PASS, MIXED))
+    return np.where(success_rate <= 0.0, ALL_FAIL, np.where(success_rate >= 1.0, ALL_PASS, MIXED))
 
 
 def expected_transitions(alpha: np.ndarray) -> np.ndarray:
@@ -65,6 +75,7 @@ class DPSScheduler(BaselineScheduler):
         self.candidate_ratio = float(param(config, "candidate_ratio", d.candidate_ratio))
         self.decay = float(param(config, "decay", d.decay))
         self.alpha0 = float(param(config, "alpha0", d.alpha0))
+        self.metric = signal_metric(config)
         self.sampler = EpochSampler(self.n_tasks, self.rng)
         self.alpha = np.full((self.n_tasks, 3, 3), self.alpha0)  # (N, next, now)
         self.pi = np.full((self.n_tasks, 3), 1.0 / 3.0)  # (N, 3) prior of next state
@@ -81,7 +92,7 @@ class DPSScheduler(BaselineScheduler):
 
     def _update(self, stats: GroupStats) -> None:
         i = stats.idx
-        post = np.eye(3)[hmm_state(stats.mean)]  # (n, 3) one-hot
+        post = np.eye(3)[hmm_state(stats.success(self.metric))]  # (n, 3) one-hot
         p_hat = expected_transitions(self.alpha[i])  # (n, 3, 3)
         soft = post[:, :, None] * self.pi_prev[i][:, None, :] * p_hat  # outer(post, prev) * P_hat
         soft /= soft.sum(axis=(1, 2), keepdims=True)

@@ -8,7 +8,14 @@ Update (§3.2) after a prompt's G rollouts with success rate s:
     beta  <- lambda * beta  + (1 - lambda) * beta0  + (1 - s) * G          (default lambda = 1)
 Selection (§3.3): draw a candidate pool of `ts_ratio` x B prompts from the dataloader (scripts: 16),
 Thompson-sample a success rate per candidate, take the B closest to 0.5, i.e. the top B by
--(sample - 0.5)^2. No extra rollouts. With graded rewards, s is the mean reward.
+-(sample - 0.5)^2 (`tasksampler.bandit_sample_strategy: topk`). No extra rollouts.
+
+Success rate s: the group's binary accuracy, the share of rollouts with reward >= 1
+(`tasksampler.bandit_metric: acc` in `recipe/ours/config/our_trainer.yaml`; `recipe/ours/our_ray_trainer.py`
+converts each reward with `acc >= 1`), so partial credit counts as a failure; `metric="score"` (the
+reference's other option) uses the mean graded reward. Defaults: `ts_ratio` 16 and lambda
+(`bandit_decay_ratio`) 1.0 from the math scripts (`recipe/ours/scripts/math/`), prior (1, 1),
+target 0.5 (`bandit_target_mean`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._base import BaselineScheduler, EpochSampler, GroupStats, param
+from ._base import BaselineScheduler, EpochSampler, GroupStats, param, signal_metric
 
 
 @dataclass
@@ -36,6 +43,9 @@ class MoPPSConfig:
     beta0: float = 1.0
     target: float = 0.5
     """Success rate the acquisition -(sample - target)^2 aims at."""
+    metric: str = "acc"
+    """Group success signal: ``acc`` (share of rollouts with reward >= 1, the reference default) or
+    ``score`` (mean graded reward)."""
 
 
 class MoPPSScheduler(BaselineScheduler):
@@ -51,6 +61,7 @@ class MoPPSScheduler(BaselineScheduler):
         self.alpha0 = float(param(config, "alpha0", d.alpha0))
         self.beta0 = float(param(config, "beta0", d.beta0))
         self.target = float(param(config, "target", d.target))
+        self.metric = signal_metric(config)
         self.sampler = EpochSampler(self.n_tasks, self.rng)
         self.alpha = np.full(self.n_tasks, self.alpha0)
         self.beta = np.full(self.n_tasks, self.beta0)
@@ -63,6 +74,6 @@ class MoPPSScheduler(BaselineScheduler):
         return self._frame(pool[top], "exploit", predicted=theta[top] * (1.0 - theta[top]))
 
     def _update(self, stats: GroupStats) -> None:
-        i, s, g = stats.idx, stats.mean, stats.count
+        i, s, g = stats.idx, stats.success(self.metric), stats.count
         self.alpha[i] = self.decay * self.alpha[i] + (1 - self.decay) * self.alpha0 + s * g
         self.beta[i] = self.decay * self.beta[i] + (1 - self.decay) * self.beta0 + (1 - s) * g

@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 
 from envsched_core.baselines import (
+    DAPO1xConfig,
+    DAPO1xDynamicSampling,
     DAPOConfig,
     DAPODynamicSampling,
     DPSConfig,
@@ -19,10 +21,18 @@ from envsched_core.baselines import (
 )
 from envsched_core.simulator import SimConfig, Simulator, run_campaign
 
-ALL = [RandomScheduler, DAPODynamicSampling, GRESOScheduler, MoPPSScheduler, DPSScheduler]
+ALL = [
+    RandomScheduler,
+    DAPODynamicSampling,
+    DAPO1xDynamicSampling,
+    GRESOScheduler,
+    MoPPSScheduler,
+    DPSScheduler,
+]
 CONFIGS = {
     RandomScheduler: DAPOConfig,
     DAPODynamicSampling: DAPOConfig,
+    DAPO1xDynamicSampling: DAPO1xConfig,
     GRESOScheduler: GRESOConfig,
     MoPPSScheduler: MoPPSConfig,
     DPSScheduler: DPSConfig,
@@ -44,6 +54,17 @@ def small_sim() -> Simulator:
     return Simulator(SimConfig(n_envs=6, tasks_per_env=20, heldout_per_env=2), seed=3)
 
 
+def rounds(sched, step: int, rewards_of) -> list[pd.DataFrame]:
+    """Run one step's rounds by hand: select, then refill until empty; ``rewards_of(task_id)``."""
+    frames = [sched.select(step)]
+    while True:
+        sched.observe(rollouts({t: rewards_of(t) for t in frames[-1]["task_id"]}, step=step))
+        extra = sched.refill(step)
+        if extra.empty:
+            return frames
+        frames.append(extra)
+
+
 def test_random_scheduler_returns_b_distinct_tasks():
     sched = RandomScheduler(tasks(50), DAPOConfig(batch_size=20), seed=1)
     for step in range(1, 6):
@@ -61,6 +82,23 @@ def test_mopps_picks_task_nearest_half():
         assert sched.select(step)["task_id"].tolist() == ["t1"]
 
 
+def test_mopps_success_rate_is_the_share_of_perfect_rollouts():
+    # Graded rewards: 2 of 8 rollouts are perfect, so s = 2/8 although the mean reward is 3.25/8.
+    graded = {"t0": [1, 1, 0.75, 0.5, 0, 0, 0, 0]}
+    acc = MoPPSScheduler(tasks(3), MoPPSConfig(batch_size=1), seed=0)
+    acc.observe(rollouts(graded))
+    assert (acc.alpha[0], acc.beta[0]) == pytest.approx((1 + 2, 1 + 6))
+    score = MoPPSScheduler(tasks(3), MoPPSConfig(batch_size=1, metric="score"), seed=0)
+    score.observe(rollouts(graded))
+    assert (score.alpha[0], score.beta[0]) == pytest.approx((1 + 3.25, 1 + 4.75))
+
+
+def test_mopps_and_dps_reject_unknown_metric():
+    for cls, config in ((MoPPSScheduler, MoPPSConfig), (DPSScheduler, DPSConfig)):
+        with pytest.raises(ValueError, match="metric must be one of"):
+            cls(tasks(3), config(batch_size=1, metric="mean"), seed=0)
+
+
 def test_mopps_beta_update_adds_successes_and_failures():
     sched = MoPPSScheduler(tasks(3), MoPPSConfig(batch_size=1, decay=0.5), seed=0)
     sched.observe(rollouts({"t0": [1, 1, 1, 1, 1, 1, 0, 0]}))
@@ -73,7 +111,7 @@ def test_mopps_beta_update_adds_successes_and_failures():
 
 
 def test_greso_skips_long_zero_variance_streak():
-    sched = GRESOScheduler(tasks(40), GRESOConfig(batch_size=4, max_num_gen_batches=1), seed=0)
+    sched = GRESOScheduler(tasks(40), GRESOConfig(batch_size=4), seed=0)
     for step in range(30):  # t0 fails every time: a 30-long hard streak
         sched.observe(rollouts({"t0": [0.0] * 8}, step=step))
     p = sched.skip_probability(np.array([0, 1]))
@@ -82,17 +120,77 @@ def test_greso_skips_long_zero_variance_streak():
     assert picked < 30  # without skipping t0 would appear in ~ 6/40 of 300 steps = 45
 
 
-def test_greso_p_adapts_toward_target_zero_variance_ratio():
-    sched = GRESOScheduler(tasks(40), GRESOConfig(batch_size=4), seed=0)
-    batch = sched.select(1)
-    sched.observe(rollouts({t: [0.0] * 8 for t in batch["task_id"]}))  # all hard zero-variance
-    sched.select(2)
-    assert sched.p_hard == pytest.approx(0.49) and sched.p_easy == pytest.approx(0.51)
-    batch = sched.select(3)  # step 2 saw nothing: p unchanged
-    assert sched.p_hard == pytest.approx(0.49)
-    sched.observe(rollouts({t: [1.0] * 8 for t in batch["task_id"]}, step=3))  # all easy
-    sched.select(4)
-    assert sched.p_easy == pytest.approx(0.50) and sched.p_hard == pytest.approx(0.50)
+def test_greso_mid_range_group_resets_both_streaks():
+    sched = GRESOScheduler(tasks(4), GRESOConfig(batch_size=1), seed=0)
+    t0 = np.array([0])
+    for step in (1, 2):
+        sched.observe(rollouts({"t0": [1.0] * 8}, step=step))  # easy twice
+    assert sched.skip_probability(t0)[0] == pytest.approx(1 - 0.5**2)
+    sched.observe(rollouts({"t0": [0.5] * 8}, step=3))  # all equal but mid-range: resets both
+    assert (sched.easy_streak[0], sched.hard_streak[0], sched.skip_probability(t0)[0]) == (0, 0, 0.0)
+    for step in (4, 5, 6):
+        sched.observe(rollouts({"t0": [0.0] * 8}, step=step))  # hard three times
+    assert (sched.easy_streak[0], sched.hard_streak[0]) == (0, 3)
+    assert sched.skip_probability(t0)[0] == pytest.approx(1 - 0.5**3)
+    sched.observe(rollouts({"t0": [1.0] * 8}, step=7))  # an easy group ends the hard streak
+    assert (sched.easy_streak[0], sched.hard_streak[0]) == (1, 0)
+
+
+def test_greso_streaks_follow_the_group_mean_even_with_graded_variance():
+    # Mean 0.03 <= 0.11: the reference's trace of group means counts it hard although its rewards differ.
+    sched = GRESOScheduler(tasks(4), GRESOConfig(batch_size=1), seed=0)
+    sched.observe(rollouts({"t0": [0.25] + [0.0] * 7, "t1": [1.0] * 7 + [0.75]}))
+    assert sched.hard_streak[0] == 1 and sched.easy_streak[0] == 0
+    assert sched.easy_streak[1] == 0 and sched.hard_streak[1] == 0  # mean 0.969 < 0.98: mid-range
+
+
+def test_greso_last_round_when_estimate_is_at_most_one_and_a_half_b():
+    sched = GRESOScheduler(tasks(200), GRESOConfig(batch_size=8), seed=0)
+    first = sched.select(1)
+    assert len(first) == 12 and (first["role"] == "exploit").sum() == 8
+    ids = first["task_id"].tolist()
+    # 6 informative, 6 zero-variance: est = int((8 - 6) / (1 - 0.5) * 1.25) = 5 <= 12, the last round
+    sched.observe(rollouts({t: ([0.0, 1.0] * 4 if i < 6 else [0.5] * 8) for i, t in enumerate(ids)}))
+    last = sched.refill(1)
+    assert len(last) == 5 and set(last["role"]) == {"oversample"}
+    sched.observe(rollouts({t: [0.5] * 8 for t in last["task_id"]}))  # still short of B: train on 6
+    assert sched.refill(1).empty
+
+
+def test_greso_refill_rounds_are_clamped_between_the_floor_and_one_and_a_half_b():
+    mixed, flat = [0.0, 1.0] * 4, [0.5] * 8
+    for floor_ratio, expected_last in ((0.25, 2), (0.5, 4)):
+        sched = GRESOScheduler(tasks(200), GRESOConfig(batch_size=8, min_sampling_ratio=floor_ratio), seed=0)
+        ids = sched.select(1)["task_id"].tolist()
+        # 1 informative of 12: est = int(7 / (1/12) * 1.25) = 105 > 12: a full round, not the last
+        sched.observe(rollouts({t: mixed if i == 0 else flat for i, t in enumerate(ids)}))
+        second = sched.refill(1)
+        assert len(second) == 12 and not sched.last_round
+        # 6 of 12 informative: est = int(1 / 0.5 * 1.25) = 2, raised to the floor ceil(ratio x B)
+        sched.observe(rollouts({t: mixed if i < 6 else flat for i, t in enumerate(second["task_id"])}))
+        assert sched.num_informative == 7 and len(sched.refill(1)) == expected_last and sched.last_round
+
+
+def test_greso_has_no_round_cap():
+    # Every group all-equal mid-range (no streak types, so nothing is skipped): zvr = 1 each round,
+    # full 12-prompt rounds until the 200-task pool is used up: 17 rounds, beyond DAPO's cap of 10.
+    sched = GRESOScheduler(tasks(200), GRESOConfig(batch_size=8), seed=0)
+    frames = rounds(sched, 1, lambda t: [0.5] * 8)
+    every = pd.concat(frames)
+    assert len(frames) == 17 and len(every) == 200 and every["task_id"].is_unique
+
+
+def test_greso_p_adapts_only_after_the_first_pass_and_at_target_skips_more():
+    config = GRESOConfig(batch_size=4, sampling_ratio=1.0, target_zero_variance=0.75)  # easy 1/4, hard 1/2
+    sched = GRESOScheduler(tasks(4), config, seed=0)
+    tally = {"t0": [1.0] * 8, "t1": [0.0] * 8, "t2": [0.0] * 8, "t3": [0, 1] * 4}  # exactly at both targets
+    sched.select(1)  # the first pass over the 4 tasks
+    sched.observe(rollouts({t: [0, 1] * 4 for t in tally}))
+    sched.select(2)  # step 1 ended in epoch 0: no adaptation
+    assert (sched.p_easy, sched.p_hard) == (0.5, 0.5)
+    sched.observe(rollouts(tally, step=2))  # step 2 drew from the second pass (epoch 1)
+    sched.select(3)
+    assert (sched.p_easy, sched.p_hard) == pytest.approx((0.49, 0.49))  # ratio >= target: skip more
 
 
 def test_dps_hmm_update_matches_hand_computation():
@@ -112,6 +210,19 @@ def test_dps_hmm_update_matches_hand_computation():
     np.testing.assert_allclose(sched.alpha[0], alpha0)
     np.testing.assert_allclose(sched.pi[0], p_hat @ np.array([0.3, 0.4, 0.3]))
     np.testing.assert_allclose(sched.pi_prev[0], [0.3, 0.4, 0.3])
+
+
+def test_dps_observed_state_comes_from_binary_accuracy():
+    sched = DPSScheduler(tasks(3), DPSConfig(batch_size=1), seed=0)
+    # t0: graded, one perfect rollout -> accuracy 1/8 -> mixed; t1: partial credits, none perfect ->
+    # accuracy 0 -> all-fail (its mean is 0.5); t2: all perfect -> all-pass.
+    sched.observe(rollouts({"t0": [1.0] + [0.5] * 7, "t1": [0.25, 0.75] * 4, "t2": [1.0] * 8}))
+    np.testing.assert_allclose(sched.pi[0], [0.3, 0.4, 0.3])  # P_hat @ e_mixed
+    np.testing.assert_allclose(sched.pi[1], [0.4, 0.3, 0.3])  # P_hat @ e_fail
+    np.testing.assert_allclose(sched.pi[2], [0.3, 0.3, 0.4])  # P_hat @ e_pass
+    score = DPSScheduler(tasks(3), DPSConfig(batch_size=1, metric="score"), seed=0)
+    score.observe(rollouts({"t1": [0.25, 0.75] * 4}))  # mean 0.5: mixed on the graded score
+    np.testing.assert_allclose(score.pi[1], [0.3, 0.4, 0.3])
 
 
 def test_dps_selects_highest_p_mixed():
@@ -137,6 +248,21 @@ def test_dapo_counts_oversample_and_stops_at_max_num_gen_batches():
     assert len(frames) == 3 and len(every) == 36 and every["task_id"].is_unique
 
 
+def test_dapo_1x_generates_b_per_round_and_stops_after_four_rounds():
+    sched = DAPO1xDynamicSampling(tasks(200), DAPO1xConfig(batch_size=4), seed=0)
+    frames = rounds(sched, 1, lambda t: [0.0] * 8)
+    assert [len(f) for f in frames] == [4, 4, 4, 4] and set(frames[0]["role"]) == {"coverage"}
+    recipe = DAPODynamicSampling(tasks(200), DAPOConfig(batch_size=4), seed=0)
+    assert [len(f) for f in rounds(recipe, 1, lambda t: [0.0] * 8)] == [12] * 10
+
+
+def test_dapo_1x_defaults_apply_to_a_config_without_the_fields():
+    from envsched_core import SchedulerConfig
+
+    sched = DAPO1xDynamicSampling(tasks(200), SchedulerConfig(batch_size=4, group_size=8), seed=0)
+    assert [len(f) for f in rounds(sched, 1, lambda t: [0.0] * 8)] == [4, 4, 4, 4]
+
+
 def test_dapo_stops_once_b_informative_groups_are_collected():
     sched = DAPODynamicSampling(tasks(200), DAPOConfig(batch_size=4), seed=0)
     batch = sched.select(1)
@@ -150,6 +276,17 @@ def test_run_campaign_counts_dapo_oversample_rollouts():
     metrics = run_campaign(sched, sim, 3)
     assert (metrics["rollouts"] >= 3 * 8 * 8).all()  # a whole 3B generation batch every step
     assert (metrics["trained_groups"] <= 8).all()
+
+
+@pytest.mark.parametrize("cls", [DAPODynamicSampling, GRESOScheduler], ids=lambda c: c.__name__)
+def test_run_campaign_metrics_describe_the_trained_groups_of_dynamic_sampling(cls):
+    sim = small_sim()
+    sched = cls(sim.catalog_frame(), CONFIGS[cls](batch_size=8), seed=0)
+    metrics = run_campaign(sched, sim, 5)
+    # DS trains only on informative groups: none of the trained groups is zero-variance, although the
+    # first round had zero-variance groups (early training: most groups all fail).
+    assert (metrics["zero_var_groups"] == 0).all() and (metrics["mean_var"] > 0).all()
+    assert (metrics["rollouts"] > 8 * 8).all()
 
 
 @pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)

@@ -11,9 +11,9 @@ def test_metrics_batch_hand_computed():
     catalog = TaskCatalog.from_frame(make_tasks(n_envs=2, per_env=3))
     batch = pd.DataFrame(
         {
-            "task_id": ["e0-t0", "e0-t1", "e1-t0", "e1-t1"],
-            "env_id": ["env0", "env0", "env1", "env1"],
-            "role": ["exploit", "exploit", "coverage", "oversample"],
+            "task_id": ["e0-t0", "e0-t1", "e1-t0"],
+            "env_id": ["env0", "env0", "env1"],
+            "role": ["exploit", "exploit", "coverage"],
         }
     )
     rollouts = pd.concat(
@@ -21,21 +21,54 @@ def test_metrics_batch_hand_computed():
             group("e0-t0", 1, [1, 0, 1, 0]),  # variance 0.25, mean 0.5
             group("e0-t1", 1, [0, 0, 0, 0]),  # variance 0, mean 0
             group("e1-t0", 1, [1, 1, 1, 0]),  # variance 0.1875, mean 0.75
-            group("e1-t1", 1, [1, 0, 0, 0]),  # over-sampled: spent, not selected
             group("e1-t2", 1, [1, 0, 0, 0]),  # not in the batch: ignored
         ],
         ignore_index=True,
     )
     out = batch_metrics(batch, rollouts, catalog)
+    # No over-sampling: every group of the batch is in the GRPO batch, the zero-variance one included.
     assert out[M.MEAN_VARIANCE] == pytest.approx((0.25 + 0 + 0.1875) / 3)
     assert out[M.MEDIAN_VARIANCE] == pytest.approx(0.1875)
     assert out[M.MEDIAN_REWARD] == pytest.approx(0.5)
+    assert out[M.ZERO_VARIANCE_GROUPS] == 1 and out[M.TRAINED_GROUPS] == 3
     assert out[M.ENVS_PER_BATCH] == 2
     rows = catalog.indices_of(["e0-t0", "e0-t1", "e1-t0"])
     assert out[M.TOOLS_PER_BATCH] == len(set(np.concatenate([catalog.tools[r].indices for r in rows])))
     # batch reference: 75th percentile of (0.25, 0, 0.1875) = 0.21875; e0-t0 hits, e0-t1 does not
     assert out[M.EXPLOIT_HIT_RATE] == pytest.approx(0.5)
-    assert out[M.ROLLOUTS_SPENT] == 16
+    assert out[M.ROLLOUTS_SPENT] == 12
+
+
+def test_metrics_describe_the_groups_dynamic_sampling_trains_on():
+    # B = 3 (non-oversample rows); the first round's e0-t1 is all-fail and dropped, so the trained groups
+    # are the first three informative ones in generation order: e0-t0, e1-t0 and the refill e1-t1.
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=2, per_env=3))
+    batch = pd.DataFrame(
+        {
+            "task_id": ["e0-t0", "e0-t1", "e1-t0", "e1-t1", "e1-t2"],
+            "env_id": ["env0", "env0", "env1", "env1", "env1"],
+            "role": ["exploit", "exploit", "exploit", "oversample", "oversample"],
+        }
+    )
+    rollouts = pd.concat(
+        [
+            group("e1-t2", 1, [1, 0, 0, 0]),  # informative, but the 4th: rolled out, not trained
+            group("e0-t0", 1, [1, 0, 1, 0]),  # variance 0.25, mean 0.5
+            group("e0-t1", 1, [0, 0, 0, 0]),
+            group("e1-t0", 1, [1, 1, 1, 0]),  # variance 0.1875, mean 0.75
+            group("e1-t1", 1, [1, 0, 0, 0]),  # variance 0.1875, mean 0.25
+        ],
+        ignore_index=True,
+    )
+    groups = M.trained_groups(batch, rollouts)
+    assert groups.loc[groups["trained"], "task_id"].tolist() == ["e0-t0", "e1-t0", "e1-t1"]
+    out = batch_metrics(batch, rollouts, catalog)
+    assert out[M.MEAN_VARIANCE] == pytest.approx((0.25 + 0.1875 + 0.1875) / 3)
+    assert out[M.ZERO_VARIANCE_GROUPS] == 0 and out[M.TRAINED_GROUPS] == 3
+    assert out[M.MEDIAN_REWARD] == pytest.approx(0.5)
+    # trained exploit picks e0-t0, e1-t0 against the trained variances' 75th percentile 0.21875
+    assert out[M.EXPLOIT_HIT_RATE] == pytest.approx(0.5)
+    assert out[M.ROLLOUTS_SPENT] == 20  # every rollout of every round is spent
 
 
 def test_metrics_hit_rate_uses_reference_pool_and_tools_used_column():

@@ -3,7 +3,7 @@ import pytest
 from task_frames import group, make_tasks
 
 from envsched_core import TaskCatalog, TaskStats
-from envsched_core.stats import group_outcomes, validate_rollouts
+from envsched_core.stats import group_outcomes, group_summary, validate_rollouts
 
 
 @pytest.fixture(scope="module")
@@ -16,6 +16,17 @@ def test_stats_group_variance_is_population_variance(catalog):
     groups = group_outcomes(rollouts, validate_rollouts(rollouts, catalog))
     assert groups["variance"].iloc[0] == pytest.approx(0.25 * 0.75)  # p(1 - p), not the sample variance
     assert groups["mean"].iloc[0] == pytest.approx(0.25)
+
+
+def test_stats_group_accuracy_counts_only_full_credit(catalog):
+    # Graded rewards: mean 0.5, one perfect rollout of four -> accuracy 0.25.
+    rollouts = group("e0-t0", 1, [1.0, 0.5, 0.25, 0.25])
+    groups = group_outcomes(rollouts, validate_rollouts(rollouts, catalog))
+    assert groups["mean"].iloc[0] == pytest.approx(0.5) and groups["accuracy"].iloc[0] == 0.25
+    rows, mean, var, accuracy, count = group_summary(np.array([3, 3, 1, 1]), np.array([0.75, 0.75, 1.0, 0.0]))
+    assert rows.tolist() == [1, 3] and accuracy.tolist() == [0.5, 0.0] and count.tolist() == [2, 2]
+    assert var.tolist() == [0.25, 0.0]  # an all-equal group is exactly 0, not float noise
+    assert mean.tolist() == [0.5, 0.75]
 
 
 def test_stats_discounts_visit_weight_by_gamma_per_step(catalog):

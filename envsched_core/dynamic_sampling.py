@@ -1,0 +1,64 @@
+"""The rollout rounds of one training step: roll out the batch, observe, refill, until the rule stops.
+
+Dynamic-sampling schedulers (DAPO, GRESO; `dynamic_sampling = True`) decide after seeing a round's
+rewards whether to generate another round (`refill(step)` returns more tasks, or an empty frame when
+the step is complete). Every other scheduler stops after the first round. The same loop runs in the
+benchmark simulator (`simulator.run_campaign`), the real-environment benchmark
+(`bench/campaign_real.py`) and the Dagster pipeline's training step, so every rollout of every round
+is counted as spent in all three. The policy then trains on the first B informative groups (B = the
+batch's non-'oversample' rows), the groups `metrics.trained_groups` describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pandas as pd
+
+Result = TypeVar("Result")
+OBSERVED_COLUMNS = ["task_id", "step", "reward"]
+
+
+def uses_dynamic_sampling(scheduler: Any) -> bool:
+    """True for a scheduler (class or instance) that refills a step after seeing its rewards."""
+    return bool(getattr(scheduler, "dynamic_sampling", False))
+
+
+def rollout_rounds(
+    first: pd.DataFrame,
+    rollout: Callable[[pd.DataFrame], Result],
+    next_round: Callable[[Result], pd.DataFrame | None] | None = None,
+) -> tuple[pd.DataFrame, list[Result]]:
+    """Roll out ``first``, then each frame ``next_round(latest result)`` returns, until it returns
+    None or an empty frame. Returns every round's batch rows in generation order and the results of
+    ``rollout`` (one per round). Raises ValueError when a round names a task an earlier one had."""
+    frames, results = [first], [rollout(first)]
+    seen = set(first["task_id"].astype(str))
+    while next_round is not None:
+        extra = next_round(results[-1])
+        if extra is None or extra.empty:
+            break
+        repeated = seen & set(extra["task_id"].astype(str))
+        if repeated:
+            raise ValueError(
+                f"refill round {len(frames)} repeats task(s) {sorted(repeated)[:5]} of this step"
+            )
+        seen |= set(extra["task_id"].astype(str))
+        frames.append(extra)
+        results.append(rollout(extra))
+    return pd.concat(frames, ignore_index=True), results
+
+
+def scheduler_refill(
+    scheduler: Any, step: int, rows_of: Callable[[Any], pd.DataFrame] = lambda rows: rows
+) -> Callable[[Any], pd.DataFrame]:
+    """The ``next_round`` of a scheduler: observe the latest round's rollouts (``rows_of(result)``:
+    task_id, step, reward), then ask ``refill(step)`` (an empty frame for schedulers that never refill)."""
+
+    def next_round(result: Any) -> pd.DataFrame:
+        scheduler.observe(rows_of(result)[OBSERVED_COLUMNS])
+        refill = getattr(scheduler, "refill", None)
+        return refill(step) if refill is not None else pd.DataFrame()
+
+    return next_round
