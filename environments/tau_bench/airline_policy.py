@@ -1,5 +1,5 @@
-"""Airline domain tools, re-implemented from tau-bench's tool descriptions (``airline/tools.json``) and
-rules (``airline/policy.md``). Tables: ``users``, ``flights``, ``reservations``.
+"""Airline domain tools of the ``policy`` mode (opt-in), re-implemented from tau-bench's tool descriptions
+(``airline/tools.json``) and rules (``airline/policy.md``). Tables: ``users``, ``flights``, ``reservations``.
 
 Effects: booking takes seats, charges the payment methods (a gift card's balance goes down; a travel
 certificate is used up, its remainder is not refundable) and adds the reservation to the user;

@@ -8,6 +8,9 @@ but tasks of one family need the same decisions and the same kind of database ch
 rewards move together; the user's individual situation would be too fine a grain (one task each).
 Ids are built from tool names only, so they are stable across data versions (retail: 38, airline: 12).
 
+Tool semantics: ``original`` (default, tau-bench's own behaviour: ``retail.py``, ``airline.py``) or
+``policy`` (policy.md's limits enforced: ``retail_policy.py``, ``airline_policy.py``); see SEMANTICS.
+
 Interaction mode: tau-bench plays the user with an LLM simulator that is given ``instruction``. This
 project uses no user simulator: the instruction is the task's single user message, and the gold
 solution is the task's ``actions`` in one turn, followed by its ``outputs`` said to the user.
@@ -23,10 +26,16 @@ from types import ModuleType
 from typing import Any
 
 from environments.base import EnvironmentInfo, SourceDataError, Task, ToolCall, ToolSpec
-from environments.tau_bench import airline, retail
+from environments.tau_bench import airline, airline_policy, retail, retail_policy
 from environments.tau_bench.db import BaseTables
 
-DOMAINS: dict[str, ModuleType] = {"retail": retail, "airline": airline}
+# Tool semantics by mode: "original" reproduces tau-bench's tools (the default), "policy" adds the
+# checks of policy.md and keeps seat counts (see the README's list of differences).
+SEMANTICS: dict[str, dict[str, ModuleType]] = {
+    "original": {"retail": retail, "airline": airline},
+    "policy": {"retail": retail_policy, "airline": airline_policy},
+}
+DOMAINS: dict[str, ModuleType] = SEMANTICS["original"]
 SPLITS = ("train", "dev", "test")
 DATA_DIR_ENV = "ENVSCHED_TAU_BENCH_DIR"
 VERIFIER = "tau_bench_db_and_outputs"
@@ -99,10 +108,19 @@ def load_tables(domain: str, folder: Path) -> BaseTables:
     return BaseTables({name: _table(domain, folder, name) for name in DOMAINS[domain].TABLES})
 
 
-def load_tool_specs(domain: str, folder: Path) -> dict[str, ToolSpec]:
+def domain_module(domain: str, semantics: str = "original") -> ModuleType:
+    """The module with ``domain``'s tools (TOOLS, WRITES, TABLES) for one of SEMANTICS' modes."""
+    if semantics not in SEMANTICS:
+        raise ValueError(
+            f"tau_bench_{domain}: option 'semantics' must be one of {sorted(SEMANTICS)}, got {semantics!r}"
+        )
+    return SEMANTICS[semantics][domain]
+
+
+def load_tool_specs(domain: str, folder: Path, semantics: str = "original") -> dict[str, ToolSpec]:
     """tools.json (OpenAI function format) -> specs, tagged read/write by what the tool does here."""
     path = folder / "tools.json"
-    module = DOMAINS[domain]
+    module = domain_module(domain, semantics)
     entries = read_json(path)
     if not isinstance(entries, list):
         raise SourceDataError(f"{path}: expected a list of tool schemas")
@@ -126,7 +144,8 @@ def load_tool_specs(domain: str, folder: Path) -> dict[str, ToolSpec]:
 
 
 def family(domain: str, tool_names: set[str]) -> str:
-    """The task family: the write (or terminal) tools its gold actions use, by short name."""
+    """The task family: the write (or terminal) tools its gold actions use, by short name (the same
+    write tools in both modes, so environment ids do not depend on the mode)."""
     kinds = sorted(
         FAMILY_ALIASES[n] for n in tool_names if n in DOMAINS[domain].WRITES or n in TERMINAL_TOOLS
     )
@@ -139,7 +158,9 @@ class DomainCatalog:
     tasks: list[Task]
 
 
-def _task(source: str, domain: str, split: str, index: int, raw: Any, path: Path, specs) -> Task:
+def _task(
+    source: str, domain: str, split: str, index: int, raw: Any, path: Path, specs, semantics: str
+) -> Task:
     where = f"{path} row {index}"
     if not isinstance(raw, dict):
         raise SourceDataError(f"{where}: expected an object, got {type(raw).__name__}")
@@ -158,7 +179,7 @@ def _task(source: str, domain: str, split: str, index: int, raw: Any, path: Path
     if not all(isinstance(o, str) for o in raw["outputs"]):
         raise SourceDataError(f"{where}: field 'outputs' must be a list of strings")
     names = {c.name for c in calls}
-    module = DOMAINS[domain]
+    module = domain_module(domain, semantics)
     return Task(
         task_id=f"{source}/{split}/{index}",
         env_id=f"{source}/{family(domain, names)}",
@@ -181,7 +202,9 @@ def _task(source: str, domain: str, split: str, index: int, raw: Any, path: Path
     )
 
 
-def load_domain(source: str, domain: str, folder: Path, specs: dict[str, ToolSpec]) -> DomainCatalog:
+def load_domain(
+    source: str, domain: str, folder: Path, specs: dict[str, ToolSpec], semantics: str = "original"
+) -> DomainCatalog:
     """All tasks of every split present in ``folder`` and the environments (families) they fall in."""
     if not (folder / "policy.md").is_file():
         raise SourceDataError(f"{folder / 'policy.md'}: file not found")
@@ -193,7 +216,7 @@ def load_domain(source: str, domain: str, folder: Path, specs: dict[str, ToolSpe
         rows = read_json(path)
         if not isinstance(rows, list):
             raise SourceDataError(f"{path}: expected a list of tasks, got {type(rows).__name__}")
-        tasks += [_task(source, domain, split, i, raw, path, specs) for i, raw in enumerate(rows)]
+        tasks += [_task(source, domain, split, i, raw, path, specs, semantics) for i, raw in enumerate(rows)]
     if not tasks:
         raise SourceDataError(f"{folder}: no tasks_<split>.json file found")
     policy = (folder / "policy.md").read_text(encoding="utf-8")

@@ -1,5 +1,5 @@
-"""Retail domain tools, re-implemented from tau-bench's tool descriptions (``retail/tools.json``) and
-rules (``retail/policy.md``). Tables: ``users``, ``orders``, ``products``.
+"""Retail domain tools of the ``policy`` mode (opt-in), re-implemented from tau-bench's tool descriptions
+(``retail/tools.json``) and rules (``retail/policy.md``). Tables: ``users``, ``orders``, ``products``.
 
 Effects follow the descriptions: cancelling refunds every payment (a gift card at once, by adding to
 its balance); modifying items re-prices the order and charges or refunds the difference on the given

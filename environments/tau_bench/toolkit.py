@@ -10,6 +10,8 @@ check everything before they change anything, so a rejected call leaves the data
 from __future__ import annotations
 
 import ast
+import copy
+import inspect
 import json
 import operator
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from environments.base import ToolResult, ToolSpec, private_arguments
 from environments.tau_bench.db import Database
 
 Tool = Callable[..., str]
+TERMINAL_TOOL = "transfer_to_human_agents"  # ends the episode in tau-bench
 
 
 class ToolError(Exception):
@@ -136,6 +139,104 @@ def transfer_to_human_agents(db: Database, summary: str) -> str:
 
 COMMON_TOOLS: dict[str, Tool] = {
     "calculate": calculate,
+    "think": think,
+    "transfer_to_human_agents": transfer_to_human_agents,
+}
+
+
+# --- tau-bench's own semantics (the default mode) ---------------------------------------------------
+
+
+def _class_name(tool: str) -> str:
+    """The original's class for a tool: ``get_user_details`` -> ``GetUserDetails``."""
+    return "".join(part.capitalize() for part in tool.split("_"))
+
+
+def _binding_error(tool: str, fn: Tool, arguments: dict[str, Any]) -> str | None:
+    """Python's own message for calling the original's ``Class.invoke(data=..., **arguments)`` with
+    arguments that do not fit its signature (the original type-checks nothing, but Python checks names)."""
+    names = [name for name in inspect.signature(fn).parameters][1:]  # all required, after the database
+    where = f"{_class_name(tool)}.invoke()"
+    for key in arguments:
+        if key == "data":
+            return f"{where} got multiple values for argument 'data'"
+        if key not in names:
+            return f"{where} got an unexpected keyword argument '{key}'"
+    missing = [f"'{name}'" for name in names if name not in arguments]
+    if not missing:
+        return None
+    if len(missing) == 1:
+        listed = missing[0]
+    elif len(missing) == 2:
+        listed = " and ".join(missing)
+    else:
+        listed = ", ".join(missing[:-1]) + ", and " + missing[-1]
+    plural = "s" if len(missing) > 1 else ""
+    return f"{where} missing {len(missing)} required positional argument{plural}: {listed}"
+
+
+def execute_original(db: Database, tools: dict[str, Tool], name: str, arguments) -> ToolResult:
+    """Run one call as tau-bench's ``Env.step`` does: an unknown tool is ``Unknown action <name>``; any
+    exception a tool raises becomes ``Error: <exception>``; no schema check. A tool's own rejections
+    are results starting with ``Error:``, marked ``is_error`` here."""
+    if name not in tools:
+        return ToolResult(f"Unknown action {name}", is_error=True)
+    if not isinstance(arguments, dict):  # tau-bench's Action model only holds an object
+        return ToolResult(f"Error: arguments should be an object, got {type(arguments).__name__}", True)
+    arguments = copy.deepcopy(arguments)  # tools store argument values (passengers, payments) as given
+    if (error := _binding_error(name, tools[name], arguments)) is not None:
+        return ToolResult(f"Error: {error}", is_error=True)
+    try:
+        content = tools[name](db, **arguments)
+    except Exception as exc:  # noqa: BLE001 -- as the original: every failure is an observation
+        return ToolResult(f"Error: {exc}", is_error=True)
+    if content is None:  # send_certificate when the user holds all three certificate ids
+        return ToolResult("None")
+    return ToolResult(content, is_error=content.startswith("Error"))
+
+
+CALCULATOR_CHARS = "0123456789+-*/(). "
+_ORIGINAL_BINARY = {
+    **_BINARY,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+}
+MAX_EXPONENT = 10_000  # the original would compute 9**9**9 for ever; this mode refuses (a listed difference)
+
+
+def _evaluate(node: ast.AST) -> Any:
+    """Python's value of an expression made of CALCULATOR_CHARS, computed node by node (no ``eval``)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ORIGINAL_BINARY:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and isinstance(right, int | float) and abs(right) > MAX_EXPONENT:
+            raise OverflowError("exponent too large")
+        return _ORIGINAL_BINARY[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_evaluate(node.operand))
+    if isinstance(node, ast.Tuple):
+        return tuple(_evaluate(item) for item in node.elts)
+    if isinstance(node, ast.Call):  # "(2)(3)": Python calls 2
+        raise TypeError(f"'{type(_evaluate(node.func)).__name__}' object is not callable")
+    raise ValueError(f"unsupported expression element {type(node).__name__}")
+
+
+def calculate_original(db: Database, expression: str) -> str:
+    """tau-bench's calculator: Python arithmetic (``//`` and ``**`` too), rounded to cents, or the error."""
+    if not all(char in CALCULATOR_CHARS for char in expression):
+        return "Error: invalid characters in expression"
+    try:
+        if not isinstance(expression, str | bytes):
+            raise TypeError("eval() arg 1 must be a string, bytes or code object")
+        tree = ast.parse(expression.lstrip(" \t"), "<string>", mode="eval")
+        return str(round(float(_evaluate(tree.body)), 2))
+    except Exception as exc:  # noqa: BLE001 -- the original reports every failure this way
+        return f"Error: {exc}"
+
+
+ORIGINAL_COMMON_TOOLS: dict[str, Tool] = {
+    "calculate": calculate_original,
     "think": think,
     "transfer_to_human_agents": transfer_to_human_agents,
 }

@@ -1,4 +1,7 @@
-"""tau-bench retail and airline: catalogue, tool effects and errors, isolation, reward, bad data."""
+"""tau-bench retail and airline: catalogue, tool effects and errors, isolation, reward, bad data.
+
+The default mode's agreement with the original is in ``test_tau_bench_original.py``; tests here that
+check what only the policy-checked mode does use the ``*_policy`` fixtures."""
 
 import json
 import shutil
@@ -27,6 +30,18 @@ def retail():
 @pytest.fixture(scope="module")
 def airline():
     source = TauBenchAirlineSource()
+    return source, source.load()
+
+
+@pytest.fixture(scope="module")
+def retail_policy():
+    source = TauBenchRetailSource(semantics="policy")
+    return source, source.load()
+
+
+@pytest.fixture(scope="module")
+def airline_policy():
+    source = TauBenchAirlineSource(semantics="policy")
     return source, source.load()
 
 
@@ -139,12 +154,14 @@ def test_tau_bench_wrong_action_fails_with_reason(retail, airline, source_name, 
     assert "database differs from gold" in verdict.reason and where in verdict.reason
 
 
-def test_tau_bench_missing_write_names_the_record(airline):
-    source, catalog = airline
+@pytest.mark.parametrize("mode, seats_named", [("original", False), ("policy", True)])
+def test_tau_bench_missing_write_names_the_record(airline, airline_policy, mode, seats_named):
+    source, catalog = airline if mode == "original" else airline_policy
     task = next(t for t in catalog.tasks if t.tools == ("book_reservation",))
     env, trajectory = _run(source, task, [])
     reason = env.verify(trajectory).reason
-    assert "missing record" in reason and "available_seats" in reason and task.metadata["user_id"] in reason
+    assert "missing record" in reason and task.metadata["user_id"] in reason
+    assert ("available_seats" in reason) == seats_named  # only the policy mode books seats
 
 
 # --- isolation ------------------------------------------------------------------------------------
@@ -243,10 +260,10 @@ def test_tau_bench_digest_depends_on_content_only(airline):
         ),
     ],
 )
-def test_tau_bench_bad_calls_return_error_results_and_change_nothing(
-    retail, airline, domain, name, arguments, message
+def test_tau_bench_policy_bad_calls_return_error_results_and_change_nothing(
+    retail_policy, airline_policy, domain, name, arguments, message
 ):
-    source, catalog = retail if domain == "retail" else airline
+    source, catalog = retail_policy if domain == "retail" else airline_policy
     env = source.make_environment(catalog.tasks[0])
     env.reset(catalog.tasks[0])
     result = env.call(name, arguments)
@@ -271,8 +288,8 @@ def test_tau_bench_retail_cancel_refunds_a_gift_card_at_once(retail):
     assert after == round(balance + order["payment_history"][0]["amount"], 2)
 
 
-def test_tau_bench_airline_booking_charges_takes_seats_and_gets_a_stable_id(airline):
-    source, catalog = airline
+def test_tau_bench_policy_airline_booking_charges_takes_seats_and_gets_a_stable_id(airline_policy):
+    source, catalog = airline_policy
     task = _task(catalog, "tau_bench_airline/test/0")  # two certificates; one used, with a credit card
     ids = []
     for _ in range(2):
@@ -294,8 +311,10 @@ def test_tau_bench_airline_booking_charges_takes_seats_and_gets_a_stable_id(airl
 # --- gold -----------------------------------------------------------------------------------------
 
 
-def test_tau_bench_verify_gold_passes_a_subsample_of_every_split(retail, airline):
-    for source, catalog, step in ((*retail, 7), (*airline, 1)):
+def test_tau_bench_verify_gold_passes_a_subsample_of_every_split(
+    retail, airline, retail_policy, airline_policy
+):
+    for source, catalog, step in ((*retail, 7), (*airline, 1), (*retail_policy, 7), (*airline_policy, 1)):
         for task in catalog.tasks[::step]:
             env = source.make_environment(task)
             verdict = env.verify(replay_gold(env, task))
