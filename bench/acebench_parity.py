@@ -14,8 +14,9 @@ The table replays every recorded trajectory through ``make_environment`` / ``res
 gold tool results equal as JSON, gold end states equal, verdicts equal, process scores equal.
 
 ``trajectories`` writes the family that was recorded: the 50 gold solutions, hand-written cases for
-each behaviour class of issue 17, and seeded perturbations of every gold solution (drop, duplicate,
-swap, probe calls of every public method, argument edits, batch regrouping).
+each behaviour class of issue 17, seeded perturbations of every gold solution (drop, duplicate,
+swap, probe calls of every public method, argument edits, batch regrouping), and random walks over
+each task's probe calls.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from environments.base import CallRecord, Task, ToolCall, Trajectory, TurnRecord
 
 RECORDED = Path(__file__).resolve().parents[1] / "tests/data/acebench_original/recorded.jsonl.gz"
 PERTURBATIONS_PER_TASK = 32
+RANDOM_WALKS = 400
 SEED = 17
 
 # Calls of every public method of the original's classes (and of a few that only the function lists
@@ -501,13 +503,29 @@ def _odd_travel_calls() -> list[list[Any]]:
     ]
 
 
+def random_walks(tasks: list[Task], count: int, seed: int) -> list[dict[str, Any]]:
+    """Trajectories of 1-14 calls drawn from a task's probes and gold calls (some with an argument
+    edited), in random batches: combinations no single perturbation of the gold makes."""
+    rng = random.Random(f"{seed}/walks")
+    out = []
+    for k in range(count):
+        task = rng.choice(tasks)
+        pool = _probes(task) + _gold_calls(task)
+        calls = []
+        for _ in range(rng.randint(1, 14)):
+            call = copy.deepcopy(rng.choice(pool))
+            calls.append(_mutate_argument(call, rng) if rng.random() < 0.3 else call)
+        out.append(_entry(f"{task.metadata['acebench_id']}/walk/{k}", task, _regroup(calls, rng), "walk"))
+    return out
+
+
 def trajectory_family(source: AceBenchAgentSource) -> list[dict[str, Any]]:
     tasks = {t.metadata["acebench_id"]: t for t in source.load().tasks}
     family = [_entry(f"{tid}/gold", t, [[c] for c in _gold_calls(t)], "gold") for tid, t in tasks.items()]
     family += hand_written(tasks)
     for task in tasks.values():
         family += perturbations(task, PERTURBATIONS_PER_TASK, SEED)
-    return family
+    return family + random_walks(list(tasks.values()), RANDOM_WALKS, SEED)
 
 
 # -- comparison ----------------------------------------------------------------------------------------
@@ -556,13 +574,17 @@ def expected_results(record: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-GROUPS = {"gold": "gold solutions", "case": "hand-written cases", "perturbed": "perturbation family"}
+GROUPS = {
+    "gold": "gold solutions",
+    "case": "hand-written cases",
+    "perturbed": "perturbation family",
+    "walk": "random walks",
+}
 
 
 def _group(record: dict[str, Any]) -> str:
-    return (
-        "gold" if record["kind"] == "gold" else "case" if record["kind"].startswith("case:") else "perturbed"
-    )
+    kind = record["kind"]
+    return kind if kind in ("gold", "walk") else "case" if kind.startswith("case:") else "perturbed"
 
 
 def agreement(semantics: str, records: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:

@@ -1,5 +1,5 @@
 """ACEBench agent in its default ``semantics: original``, checked against the original benchmark's
-recorded behaviour (``tests/data/acebench_original``: ACEBench @e6db74b run on 1732 trajectories; only
+recorded behaviour (``tests/data/acebench_original``: ACEBench @e6db74b run on 2132 trajectories; only
 its outputs are committed). Every recorded trajectory is replayed through make_environment / reset /
 call_batch / verify and must give the original's tool results, end state, verdict and process score.
 """
