@@ -6,7 +6,6 @@ same step from the same saved scheduler state and writes the same rows.
 """
 
 import math
-import shutil
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -17,7 +16,7 @@ from envsched_core import TaskStats, batch_metrics
 from pipelines.campaign import CampaignConfig, campaign_catalog, dump_state, restore_scheduler
 from pipelines.mlflow_resource import MLflowResource
 from pipelines.resources import PathsResource, WarehouseResource
-from warehouse.landing import ContractError, LandingFile, read_and_validate
+from warehouse.ingest import IngestRefused, Quarantined, ingest_file
 
 campaigns = dg.DynamicPartitionsDefinition(name="campaigns")
 
@@ -27,7 +26,7 @@ def campaign_config(store, campaign_id: str) -> CampaignConfig:
 
 
 class RolloutFileConfig(dg.Config):
-    """The landing file to ingest (the sensor fills this in)."""
+    """The landing file to ingest (the sensor fills this in): absolute, or relative to the data folder."""
 
     path: str
 
@@ -40,35 +39,17 @@ def rollouts(
     paths: PathsResource,
 ):
     """One step's rollout results, validated against the landing contract and loaded exactly once."""
-    store = warehouse.warehouse()
     try:
-        landing_file = LandingFile.from_path(config.path)
-    except ContractError as exc:
+        done = ingest_file(warehouse.warehouse(), paths.paths().landing, config.path, context.partition_key)
+    except (Quarantined, IngestRefused) as exc:
         raise dg.Failure(description=str(exc)) from None
-    path, campaign_id = str(landing_file.path), context.partition_key
-    if store.is_ingested(path, landing_file.content_hash):
-        return dg.MaterializeResult(metadata={"path": path, "inserted": 0, "duplicate": True})
-    cfg = campaign_config(store, campaign_id)
-    try:
-        if landing_file.campaign_id != campaign_id:
-            raise ContractError(
-                f"{path}: file belongs to campaign '{landing_file.campaign_id}', not '{campaign_id}'"
-            )
-        batch = store.batch(campaign_id, landing_file.step)
-        if batch.empty:
-            raise ContractError(
-                f"{path}: campaign '{campaign_id}' has no scheduled batch for step {landing_file.step}"
-            )
-        rows = read_and_validate(landing_file, set(batch["task_id"]), cfg.group_size)
-    except ContractError as exc:
-        target = landing_file.quarantine_path(paths.paths().landing)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(path, target)
-        store.record_quarantine(path, landing_file.content_hash, campaign_id, landing_file.step, str(exc))
-        raise dg.Failure(description=f"quarantined to {target}: {exc}") from None
-    inserted = store.load_rollouts(path, landing_file.content_hash, campaign_id, landing_file.step, rows)
     return dg.MaterializeResult(
-        metadata={"path": path, "step": landing_file.step, "inserted": inserted, "duplicate": inserted == 0}
+        metadata={
+            "path": done.relpath,
+            "step": done.step,
+            "inserted": done.inserted,
+            "duplicate": done.duplicate,
+        }
     )
 
 

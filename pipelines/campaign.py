@@ -37,7 +37,7 @@ SCHEDULERS = {
     "mopps": MoPPSScheduler,
     "dps": DPSScheduler,
 }
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # fullmatch: `$` would accept a trailing newline
 
 
 @dataclass
@@ -80,7 +80,7 @@ class CampaignConfig:
     """Seed of the scheduler and the engine."""
 
     def __post_init__(self) -> None:
-        if not _ID.match(self.campaign_id):
+        if not _ID.fullmatch(self.campaign_id):
             raise ValueError(f"campaign_id {self.campaign_id!r}: use 1-64 letters, digits, '_', '.', '-'")
         if self.scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler {self.scheduler!r} unknown; choose from {sorted(SCHEDULERS)}")

@@ -3,7 +3,10 @@
 envsched run                          materialise the catalogue on embedded defaults, print a summary
 envsched envs list                    registered environment sources
 envsched envs verify-gold --source S  replay every gold solution, print ``passed N/M``
-envsched sql "SELECT ..."             query the warehouse (read-only)
+envsched sql "SELECT ..."             query the warehouse (read-only, no file access)
+envsched campaign resume ID [--force] resume a campaign (--force: one that failed, after fixing the cause)
+
+Errors are one line on stderr; the traceback goes to ``<data folder>/envsched.log``.
 envsched ui                           start the Dagster web UI on localhost
 """
 
@@ -13,6 +16,8 @@ import json
 import os
 import signal
 import sys
+import traceback
+from datetime import UTC, datetime
 
 import click
 
@@ -40,23 +45,66 @@ def _parse_options(options: tuple[str, ...]) -> dict:
     return parsed
 
 
-@click.group()
+def _error_line(exc: BaseException) -> str:
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = " ".join(str(text).split()) or type(exc).__name__
+    return (
+        text
+        if isinstance(exc, (ValueError, KeyError, RuntimeError, OSError))
+        else f"{type(exc).__name__}: {text}"
+    )
+
+
+class _OneLineErrors(click.Group):
+    """Any error of a command: its cause in one line on stderr, exit 1; the traceback to the log."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            log = Paths.from_env().home / "envsched.log"
+            try:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                with log.open("a") as handle:
+                    handle.write(
+                        f"--- {datetime.now(UTC):%Y-%m-%dT%H:%M:%S} envsched {' '.join(sys.argv[1:])}\n"
+                    )
+                    handle.write(traceback.format_exc())
+                where = f" (traceback in {log})"
+            except OSError:
+                where = ""
+            click.echo(f"envsched: {_error_line(exc)}{where}", err=True)
+            raise SystemExit(1) from None
+
+
+@click.group(cls=_OneLineErrors)
 def main() -> None:
     """EnvSched: environment-aware task scheduling for agentic RL."""
 
 
 def _driver_context():
+    """The driver over the data folder's Dagster instance. Every command that writes starts here, so
+    runs a killed process left holding a pool slot are failed and their slots freed first."""
     import dagster as dg
 
     from pipelines.definitions import defs
-    from pipelines.driver import DriverContext
+    from pipelines.driver import DriverContext, recover
     from warehouse.store import Warehouse
 
     paths = _paths()
-    return DriverContext(defs=defs, instance=dg.DagsterInstance.get(), store=Warehouse(paths.warehouse))
+    ctx = DriverContext(
+        defs=defs,
+        instance=dg.DagsterInstance.get(),
+        store=Warehouse(paths.warehouse),
+        notify=lambda line: click.echo(line, err=True),
+    )
+    recover(ctx)
+    return ctx
 
 
-def _run_campaign(config) -> None:
+def _run_campaign(config, force: bool = False) -> None:
     from tqdm import tqdm
 
     from pipelines.driver import CampaignFailed, run_campaign
@@ -71,7 +119,7 @@ def _run_campaign(config) -> None:
         total=config.steps, initial=min(done, config.steps), unit="step", desc=config.campaign_id
     ) as bar:
         try:
-            run_campaign(config, ctx, on_step=lambda step: bar.update(1))
+            run_campaign(config, ctx, on_step=lambda step: bar.update(1), force=force)
         except CampaignFailed as exc:
             bar.close()
             click.echo(f"campaign {config.campaign_id} stopped: {exc}", err=True)
@@ -211,6 +259,23 @@ def campaign_run(
     _print_next_steps()
 
 
+@campaign.command("resume")
+@click.argument("campaign_id")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Resume a campaign that failed (after removing the stray or bad landing file that stopped it).",
+)
+def campaign_resume(campaign_id: str, force: bool) -> None:
+    """Resume a campaign from where it stopped, with its stored config."""
+    from pipelines.campaign import CampaignConfig
+    from warehouse.store import Warehouse
+
+    store = Warehouse(_paths().warehouse)
+    config = CampaignConfig.from_dict(store.campaign(campaign_id)["config"])
+    _run_campaign(config, force=force)
+
+
 @main.group()
 def envs() -> None:
     """Environment sources."""
@@ -256,13 +321,14 @@ def verify_gold_command(
 @main.command()
 @click.argument("query")
 def sql(query: str) -> None:
-    """Run a read-only SQL query against the warehouse."""
+    """Run one read-only query (SELECT, or EXPLAIN of one) against the warehouse: no writes, no
+    file access (COPY, EXPORT, ATTACH, read_csv and the like are refused), settings locked."""
     import pandas as pd
 
     from warehouse.store import Warehouse
 
     with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
-        click.echo(Warehouse(_paths().warehouse).query(query).to_string(index=False))
+        click.echo(Warehouse(_paths().warehouse).safe_query(query).to_string(index=False))
 
 
 @main.command()

@@ -1,4 +1,14 @@
-"""The landing sensor: each new step file launches `ingest_rollouts` for its campaign."""
+"""The landing sensor: each new step file launches `ingest_rollouts` for its campaign.
+
+Cost per tick: one directory listing and one ``lstat`` per landing entry, no file reads. Only a file
+whose fingerprint (size, mtime, inode) changed since the cursor saw it is hashed, and all of those
+are checked against the ledger in one query, so the cost does not grow with the files already loaded.
+Odd entries (a directory or FIFO named like a step file, a symlink, a misnamed folder) are skipped and
+logged once. Files of an unregistered or failed campaign wait, logged once, until it is registered or
+resumed.
+"""
+
+from __future__ import annotations
 
 import json
 
@@ -6,35 +16,88 @@ import dagster as dg
 
 from pipelines.jobs import ingest_rollouts
 from pipelines.resources import PathsResource, WarehouseResource
-from warehouse.landing import discover
+from warehouse.landing import LandingFile, NotALandingFile, scan
 
 
 @dg.sensor(job=ingest_rollouts, minimum_interval_seconds=5, default_status=dg.DefaultSensorStatus.RUNNING)
 def landing_sensor(context: dg.SensorEvaluationContext, paths: PathsResource, warehouse: WarehouseResource):
-    """Cursor: the content hash last requested per file, so a file is requested once per content;
-    the run key (path + content hash) and the loader's own ledger make a second request harmless."""
-    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    """Cursor: per file (path relative to the data folder) the fingerprint last handled, the files
+    waiting for their campaign, and the bad entries already reported. Run key: path, content hash and
+    mtime; the loader's ledger makes a second request for the same content harmless."""
+    from pipelines.crash_safety import free_dead_runs
+
+    for line in free_dead_runs(context.instance):
+        context.log.warning(line)
+    cursor = _load_cursor(context.cursor)
+    seen, waiting, reported = cursor["seen"], cursor["waiting"], cursor["bad"]
+    entries, bad = scan(paths.paths().landing)
+    for relpath, reason in bad.items():
+        if reported.get(relpath) != reason:
+            context.log.warning(f"{relpath}: skipped, {reason}")
     store = warehouse.warehouse()
     known = set(context.instance.get_dynamic_partitions("campaigns"))
-    requests, files = [], discover(paths.paths().landing)
-    for landing_file in files:
-        path = str(landing_file.path)
-        if seen.get(path) == landing_file.content_hash or store.is_ingested(path, landing_file.content_hash):
-            seen[path] = landing_file.content_hash
+    statuses = store.campaign_statuses()
+    candidates: list[tuple[LandingFile, str]] = []
+    for entry in entries:
+        if seen.get(entry.relpath) == entry.fingerprint:
             continue
-        if landing_file.campaign_id not in known:
-            context.log.warning(f"{path}: campaign '{landing_file.campaign_id}' is not registered; skipped")
+        held = waiting.get(entry.relpath)
+        if held and held[0] == entry.fingerprint:
+            landing_file = LandingFile(entry.path, entry.campaign_id, entry.step, held[1])
+        else:
+            try:
+                landing_file = LandingFile.from_path(entry.path)
+            except (NotALandingFile, OSError):
+                continue  # replaced or removed since the scan; the next tick sees what is there
+        candidates.append((landing_file, entry.fingerprint))
+    loaded = store.loaded_files([(f.relpath, f.content_hash) for f, _ in candidates])
+    requests, still_waiting = [], {}
+    for landing_file, fingerprint in candidates:
+        relpath = landing_file.relpath
+        if (relpath, landing_file.content_hash) in loaded:
+            seen[relpath] = fingerprint
+            continue
+        reason = _why_wait(landing_file.campaign_id, known, statuses)
+        if reason:
+            if (waiting.get(relpath) or [None, None, None])[2] != reason:
+                context.log.warning(f"{relpath}: {reason}")
+            still_waiting[relpath] = [fingerprint, landing_file.content_hash, reason]
             continue
         requests.append(
             dg.RunRequest(
-                run_key=landing_file.run_key,
+                run_key=f"{landing_file.run_key}:{fingerprint.split(':')[1]}",
                 partition_key=landing_file.campaign_id,
-                run_config={"ops": {"rollouts": {"config": {"path": path}}}},
-                tags={"envsched/step": str(landing_file.step)},
+                run_config={"ops": {"rollouts": {"config": {"path": str(landing_file.path)}}}},
+                tags={"envsched/campaign": landing_file.campaign_id, "envsched/step": str(landing_file.step)},
             )
         )
-        seen[path] = landing_file.content_hash
-    present = {str(f.path) for f in files}
-    return dg.SensorResult(
-        run_requests=requests, cursor=json.dumps({p: h for p, h in seen.items() if p in present})
-    )
+        seen[relpath] = fingerprint
+    present = {e.relpath for e in entries}
+    new_cursor = {
+        "seen": {p: f for p, f in seen.items() if p in present},
+        "waiting": still_waiting,
+        "bad": bad,
+    }
+    return dg.SensorResult(run_requests=requests, cursor=json.dumps(new_cursor))
+
+
+def _why_wait(campaign_id: str, known: set[str], statuses: dict[str, str]) -> str | None:
+    if campaign_id not in known or campaign_id not in statuses:
+        return f"campaign '{campaign_id}' is not registered; the file waits until it is"
+    if statuses[campaign_id] == "failed":
+        return (
+            f"campaign '{campaign_id}' has failed; the file waits until it is resumed "
+            f"(`envsched campaign resume {campaign_id} --force`)"
+        )
+    return None
+
+
+def _load_cursor(text: str | None) -> dict:
+    cursor = json.loads(text) if text else {}
+    if not isinstance(cursor, dict) or "seen" not in cursor:
+        cursor = {}  # no cursor, or the format before relative paths: the ledger skips what is loaded
+    return {
+        "seen": cursor.get("seen", {}),
+        "waiting": cursor.get("waiting", {}),
+        "bad": cursor.get("bad", {}),
+    }

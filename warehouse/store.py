@@ -10,6 +10,7 @@ concurrency pool of size 1 (see ``pipelines/definitions.py``).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,14 @@ import pandas as pd
 from warehouse.migrations import apply_migrations
 
 _LOCK_WAIT_S = 60.0
+
+
+class ConflictingDelivery(ValueError):
+    """A file for a step whose rollouts are already loaded, with different rows: quarantined, not loaded."""
+
+
+class SqlRefused(ValueError):
+    """A user query that is not a single read-only SELECT, or that DuckDB rejected (message says why)."""
 
 
 class WarehouseMissingError(FileNotFoundError):
@@ -43,6 +52,23 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
 
 
+class WarehouseLockedError(RuntimeError):
+    """Another process held the warehouse's lock for the whole wait; retryable once it lets go."""
+
+
+def lock_holder(message: str) -> str:
+    """``PID n (command line)`` of the process DuckDB names in a lock conflict, or what it said."""
+    match = re.search(r"PID (\d+)", message)
+    if not match:
+        return "another process"
+    pid = int(match.group(1))
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        command = ""
+    return f"PID {pid}" + (f" ({command[:160]})" if command else "")
+
+
 class Warehouse:
     """The warehouse file at ``path``."""
 
@@ -50,15 +76,21 @@ class Warehouse:
         self.path = Path(path)
 
     # -- connections -------------------------------------------------------------------------
-    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+    def _open(self, read_only: bool, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + _LOCK_WAIT_S
         delay = 0.05
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=read_only)
+                return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
             except duckdb.IOException as exc:
-                if not _is_lock_conflict(exc) or time.monotonic() > deadline:
+                if not _is_lock_conflict(exc):
                     raise
+                if time.monotonic() > deadline:
+                    raise WarehouseLockedError(
+                        f"warehouse {self.path} is locked by {lock_holder(str(exc))} for more than "
+                        f"{_LOCK_WAIT_S:.0f} s; close that connection (a notebook or a DuckDB shell "
+                        "keeps it while open) or wait for it to finish, then retry"
+                    ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
@@ -99,6 +131,30 @@ class Warehouse:
         """Run a read-only query and return a DataFrame."""
         with self.reader() as conn:
             return conn.execute(sql, params or []).df()
+
+    def safe_query(self, sql: str) -> pd.DataFrame:
+        """A user's query (``envsched sql``): one SELECT (or EXPLAIN), on a read-only connection with
+        external access disabled and the configuration locked, so it can neither write the database
+        nor read or write any file (COPY, EXPORT DATABASE, ATTACH, read_csv, ...)."""
+        try:
+            statements = duckdb.connect(":memory:").extract_statements(sql)
+        except duckdb.Error as exc:
+            raise SqlRefused(f"SQL does not parse: {' '.join(str(exc).split())}") from None
+        if len(statements) != 1:
+            raise SqlRefused(f"one statement at a time, got {len(statements)}")
+        kind = statements[0].type
+        if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+            raise SqlRefused(f"only SELECT (or EXPLAIN) queries are allowed here, not {kind.name}")
+        if not self.path.exists():
+            raise WarehouseMissingError(f"no warehouse at {self.path}; run `make run` first")
+        conn = self._open(read_only=True, config={"enable_external_access": False})
+        try:
+            conn.execute("SET lock_configuration = true")
+            return conn.execute(sql).df()
+        except duckdb.Error as exc:
+            raise SqlRefused(" ".join(str(exc).split())) from None
+        finally:
+            conn.close()
 
     def scalar(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         with self.reader() as conn:
@@ -210,12 +266,17 @@ class Warehouse:
         return None if row is None else bytes(row[0])
 
     def save_batch(self, campaign_id: str, step: int, batch: pd.DataFrame, state: bytes) -> int:
-        """The batch of ``step`` and the scheduler state that chose it, together (idempotent)."""
+        """The batch of ``step`` and the scheduler state that chose it, together; 0 if already saved."""
         rows = batch[["task_id", "env_id", "role", "predicted_variance"]].assign(
             campaign_id=campaign_id, step=step, position=range(len(batch)), created_at=_now()
         )
         with self.transaction() as conn:
-            conn.execute("DELETE FROM batches WHERE campaign_id = ? AND step = ?", [campaign_id, step])
+            # A batch, once saved, is what the engine trains on: never re-selected (a re-run of the
+            # asset for an existing step keeps the saved batch and its state).
+            if conn.execute(
+                "SELECT count(*) FROM batches WHERE campaign_id = ? AND step = ?", [campaign_id, step]
+            ).fetchone()[0]:
+                return 0
             _save_state(conn, campaign_id, step, "selected", state)
             return _insert(conn, "batches", rows)
 
@@ -233,45 +294,119 @@ class Warehouse:
         return self.query(f"SELECT * FROM rollouts WHERE {where} ORDER BY step, task_id, rollout_idx", params)
 
     # -- ingestion ---------------------------------------------------------------------------
-    def is_ingested(self, path: str, content_hash: str) -> bool:
-        if not self.path.exists():
-            return False
+    # The ledger key is the path relative to the data folder (``LandingFile.relpath``) + content hash.
+    def is_ingested(self, relpath: str, content_hash: str) -> bool:
+        """True once this content of this file is loaded (a quarantined version can be delivered again)."""
+        return (relpath, content_hash) in self.loaded_files([(relpath, content_hash)])
+
+    def loaded_files(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of these (relpath, content hash) pairs are loaded; one query however many."""
+        if not keys or not self.path.exists():
+            return set()
+        wanted = pd.DataFrame(list(keys), columns=["path", "content_hash"])
+        with self.reader() as conn:
+            conn.register("_wanted", wanted)
+            rows = conn.execute(
+                "SELECT path, content_hash FROM ingested_files JOIN _wanted USING (path, content_hash) "
+                "WHERE status = 'loaded'"
+            ).fetchall()
+        return {(r[0], r[1]) for r in rows}
+
+    def loaded_step_file(self, campaign_id: str, step: int) -> tuple[str, str] | None:
+        """(relpath, content hash) of the file whose rows are the step's rollouts, if loaded."""
         with self.reader() as conn:
             row = conn.execute(
-                "SELECT 1 FROM ingested_files WHERE path = ? AND content_hash = ?", [path, content_hash]
+                "SELECT path, content_hash FROM ingested_files WHERE campaign_id = ? AND step = ? "
+                "AND status = 'loaded' ORDER BY ingested_at LIMIT 1",
+                [campaign_id, step],
             ).fetchone()
-        return row is not None
+        return None if row is None else (row[0], row[1])
 
     def load_rollouts(
-        self, path: str, content_hash: str, campaign_id: str, step: int, rows: pd.DataFrame
+        self, relpath: str, content_hash: str, campaign_id: str, step: int, rows: pd.DataFrame
     ) -> int:
-        """Load one validated landing file exactly once; returns rows inserted (0 on re-delivery)."""
+        """Load one validated landing file exactly once; returns rows inserted (0 on re-delivery).
+
+        A step's rollouts are immutable once loaded: another file for the same step with the same rows
+        is recorded as a duplicate (0 rows); with different rows it raises ConflictingDelivery and
+        nothing changes."""
+        from warehouse.landing import COLUMNS
+
+        rows = rows[[c for c in COLUMNS if c in rows.columns]].assign(source_file=relpath)
         with self.transaction() as conn:
             seen = conn.execute(
-                "SELECT n_rows FROM ingested_files WHERE path = ? AND content_hash = ?", [path, content_hash]
+                "SELECT n_rows FROM ingested_files WHERE path = ? AND content_hash = ? AND status = 'loaded'",
+                [relpath, content_hash],
             ).fetchone()
             if seen is not None:
                 return 0
-            inserted = _insert(conn, "rollouts", rows.assign(source_file=path), "ON CONFLICT DO NOTHING")
+            existing = conn.execute(
+                "SELECT * EXCLUDE (source_file) FROM rollouts WHERE campaign_id = ? AND step = ? "
+                "ORDER BY task_id, rollout_idx",
+                [campaign_id, step],
+            ).df()
+            if len(existing):
+                differing = _differing_rows(existing, rows)
+                if differing:
+                    loaded = conn.execute(
+                        "SELECT path FROM ingested_files WHERE campaign_id = ? AND step = ? AND status = 'loaded'",
+                        [campaign_id, step],
+                    ).fetchone()
+                    raise ConflictingDelivery(
+                        f"{relpath}: conflicting re-delivery of step {step}: {differing} of its rollouts "
+                        f"differ from those already loaded from {loaded[0] if loaded else 'an earlier file'}; "
+                        "loaded rollouts are immutable, so this file is not loaded"
+                    )
+                inserted = 0
+            else:
+                try:
+                    inserted = _insert(conn, "rollouts", rows)
+                except (duckdb.ConversionException, duckdb.ConstraintException) as exc:
+                    raise ConflictingDelivery(
+                        f"{relpath}: rows do not fit the rollouts table: {exc}"
+                    ) from None
             conn.execute(
-                "INSERT INTO ingested_files VALUES (?, ?, ?, ?, 'loaded', NULL, ?, ?)",
-                [path, content_hash, campaign_id, step, inserted, _now()],
+                "INSERT INTO ingested_files VALUES (?, ?, ?, ?, 'loaded', ?, ?, ?)",
+                [
+                    relpath,
+                    content_hash,
+                    campaign_id,
+                    step,
+                    None if inserted else "same rollouts as the file already loaded",
+                    inserted,
+                    _now(),
+                ],
             )
             return inserted
 
     def record_quarantine(
-        self, path: str, content_hash: str, campaign_id: str, step: int, reason: str
+        self,
+        relpath: str,
+        content_hash: str,
+        campaign_id: str,
+        step: int,
+        reason: str,
+        fail_campaign: bool = True,
     ) -> None:
-        """A rejected file: recorded with its reason, nothing loaded, the campaign stopped."""
+        """A rejected file: recorded with its reason, nothing loaded; the campaign is stopped only when
+        the file was the one its current step waits for (a stray past or future file stops nothing)."""
         with self.transaction() as conn:
             conn.execute(
                 "INSERT INTO ingested_files VALUES (?, ?, ?, ?, 'quarantined', ?, 0, ?) ON CONFLICT DO NOTHING",
-                [path, content_hash, campaign_id, step, reason, _now()],
+                [relpath, content_hash, campaign_id, step, reason, _now()],
             )
-            conn.execute(
-                "UPDATE campaigns SET status = 'failed', status_reason = ?, updated_at = ? WHERE campaign_id = ?",
-                [f"step {step}: rollout file quarantined: {reason}", _now(), campaign_id],
-            )
+            if fail_campaign:
+                conn.execute(
+                    "UPDATE campaigns SET status = 'failed', status_reason = ?, updated_at = ? "
+                    "WHERE campaign_id = ?",
+                    [f"step {step}: rollout file quarantined: {reason}", _now(), campaign_id],
+                )
+
+    def campaign_statuses(self) -> dict[str, str]:
+        if not self.path.exists():
+            return {}
+        with self.reader() as conn:
+            return dict(conn.execute("SELECT campaign_id, status FROM campaigns").fetchall())
 
     # -- what the scheduler derived ------------------------------------------------------------
     def replace_task_stats(self, campaign_id: str, step: int, stats: pd.DataFrame) -> int:
@@ -422,3 +557,38 @@ def _upsert_metrics(
         rows,
         "ON CONFLICT (campaign_id, step, name) DO UPDATE SET value = excluded.value",
     )
+
+
+def _differing_rows(existing: pd.DataFrame, incoming: pd.DataFrame) -> int:
+    """How many rollouts differ between two versions of a step (missing on either side counts)."""
+    from warehouse.landing import COLUMNS
+
+    def canonical(frame: pd.DataFrame) -> dict[tuple[str, int], str]:
+        columns = [c for c in COLUMNS if c != "campaign_id"]
+        out = {}
+        for record in frame.reindex(columns=columns).to_dict("records"):
+            values = []
+            for name in columns:
+                value = record[name]
+                if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
+                    values.append(None)
+                elif name == "tools_used":
+                    values.append([str(v) for v in list(value)])
+                elif isinstance(value, float) or name in ("reward", "wall_time_s"):
+                    values.append(round(float(value), 12))
+                elif name in (
+                    "step",
+                    "rollout_idx",
+                    "n_turns",
+                    "n_tool_calls",
+                    "prompt_tokens",
+                    "completion_tokens",
+                ):
+                    values.append(int(value))
+                else:
+                    values.append(str(value))
+            out[(str(record["task_id"]), int(record["rollout_idx"]))] = json.dumps(values)
+        return out
+
+    old, new = canonical(existing), canonical(incoming)
+    return sum(old.get(key) != new.get(key) for key in set(old) | set(new))
