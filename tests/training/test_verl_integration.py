@@ -1,9 +1,16 @@
-"""veRL 0.7.1's own classes with the EnvSched curriculum sampler: the sampler is loaded the way
-``create_rl_sampler`` does, rows come from ``RLHFDataset`` through veRL's ``StatefulDataLoader`` and
-``collate_fn``, each step becomes a ``DataProto`` repeated n times (as ``RayPPOTrainer.fit`` does),
-``NaiveRewardManager`` scores the responses with our ``compute_score`` (the real verifier), and
-``update(batch=batch)`` is called exactly as ``fit`` calls it. No rollout workers (no GPU, no Ray
-cluster): the responses are the task's gold calls for the first of each group and empty otherwise.
+"""veRL's own classes with the EnvSched curriculum sampler (installed: verl 0.7.1).
+
+The sampler is loaded the way ``create_rl_sampler`` does, rows come from ``RLHFDataset`` through veRL's
+``StatefulDataLoader`` and ``collate_fn``, each step becomes a ``DataProto`` repeated n times (as
+``RayPPOTrainer.fit`` does), ``NaiveRewardManager`` scores the responses with our ``compute_score``
+(the real verifier), and ``update(batch=batch)`` is called exactly as ``fit`` calls it. No rollout
+workers (no GPU, no Ray cluster): the responses are the task's gold calls for the first of each group
+and a refusal otherwise.
+
+The same file passes against veRL 0.8.0 (``pip install --no-deps --target /tmp/verl080 verl==0.8.0``,
+then ``PYTHONPATH=/tmp/verl080:.``): there the sampler is a plain torch ``Sampler`` and the update goes
+through ``with_scheduler_feedback(RayPPOTrainer)._update_actor`` of the real 0.8 class, on a trainer
+without workers (the parent's update then fails on the missing config, after the feedback ran).
 """
 
 import functools
@@ -20,16 +27,18 @@ from tokenizers import Tokenizer  # noqa: E402
 from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 from verl import DataProto  # noqa: E402
-from verl.experimental.dataset.sampler import AbstractCurriculumSampler  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn  # noqa: E402
 from verl.utils.import_utils import load_extern_object  # noqa: E402
 from verl.workers.reward_manager.naive import NaiveRewardManager  # noqa: E402
 
 from training.integrations.scheduling import SCHEDULERS, make_scheduler  # noqa: E402
 from training.integrations.verl import (  # noqa: E402
+    HAS_CURRICULUM_API,
+    AbstractCurriculumSampler,
     EnvSchedCurriculumSampler,
     compute_score,
     dataset_task_ids,
+    with_scheduler_feedback,
     write_verl_dataset,
 )
 from training.tasks import TaskResolver  # noqa: E402
@@ -137,19 +146,25 @@ def run_steps(dataset, files, resolver, tokenizer, scheduler, steps=3):
     loader = StatefulDataLoader(
         dataset=dataset, batch_size=P, num_workers=0, drop_last=True, collate_fn=collate_fn, sampler=sampler
     )
-    reward_fn = NaiveRewardManager(
-        tokenizer=tokenizer,
-        num_examine=0,
-        compute_score=functools.partial(compute_score, sources=["synthetic"], source_options=SOURCE_OPTIONS),
-    )
+    score = functools.partial(compute_score, sources=["synthetic"], source_options=SOURCE_OPTIONS)
     seen = []
     for step, batch_dict in enumerate(loader, start=1):
         batch = DataProto.from_single_dict(batch_dict)
         batch = batch.repeat(repeat_times=G, interleave=True)
         batch, texts = respond(batch, resolver, tokenizer)
-        batch.batch["token_level_scores"] = reward_fn(batch)
-        if isinstance(loader.sampler, AbstractCurriculumSampler):  # RayPPOTrainer.fit's own test
-            loader.sampler.update(batch=batch)
+        batch.batch["token_level_scores"] = NaiveRewardManager(tokenizer, num_examine=0, compute_score=score)(
+            batch
+        )
+        if HAS_CURRICULUM_API:
+            if isinstance(loader.sampler, AbstractCurriculumSampler):  # RayPPOTrainer.fit's own test
+                loader.sampler.update(batch=batch)
+        else:
+            from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+            trainer = object.__new__(with_scheduler_feedback(RayPPOTrainer))
+            trainer.train_dataloader = loader
+            with pytest.raises(AttributeError):  # no config, no workers: the parent update cannot run
+                trainer._update_actor(batch)
         seen.append((step, [str(i["task_id"]) for i in batch_dict["extra_info"]], batch, texts))
         if step == steps:
             break
@@ -206,3 +221,15 @@ def test_verl_sampler_rejects_rows_without_a_filled_index(dataset, files):
 def test_verl_sampler_needs_catalogue_and_group_size(dataset):
     with pytest.raises(ValueError, match="data.sampler.catalogue"):
         EnvSchedCurriculumSampler(dataset, OmegaConf.create({"train_batch_size": P, "sampler": {}}))
+
+
+def test_with_scheduler_feedback_wraps_only_where_fit_does_not_call_update():
+    class Trainer:
+        def _update_actor(self, batch):
+            return "updated"
+
+    wrapped = with_scheduler_feedback(Trainer)
+    # 0.5 - 0.7: fit calls sampler.update itself, so the class must stay as it is (no double observe).
+    assert (wrapped is Trainer) == HAS_CURRICULUM_API
+    if not HAS_CURRICULUM_API:
+        assert issubclass(wrapped, Trainer) and wrapped.__name__ == "EnvSchedTrainer"

@@ -1,4 +1,5 @@
-"""EnvSched (or any baseline) as veRL's curriculum sampler (tested with verl 0.7.1).
+"""EnvSched (or any baseline) as veRL's curriculum sampler (tested with verl 0.7.1; the >= 0.8 route
+against verl 0.8.0's classes, see tests/training/test_verl_integration.py).
 
 veRL 0.5 - 0.7 (``verl/experimental/dataset/sampler.py``): ``create_rl_sampler`` loads
 ``data.sampler.class_path`` / ``class_name`` and builds it as ``cls(data_source=dataset,
