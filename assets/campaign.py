@@ -15,6 +15,7 @@ from assets.catalog import WAREHOUSE_POOL, check_result
 from envsched_core import TaskStats, batch_metrics
 from pipelines.campaign import CampaignConfig, campaign_catalog, dump_state, restore_scheduler
 from pipelines.mlflow_resource import MLflowResource
+from pipelines.refill import observed_scheduler
 from pipelines.resources import PathsResource, WarehouseResource
 from warehouse.ingest import IngestRefused, Quarantined, ingest_file
 
@@ -84,9 +85,8 @@ def variance_predictions(
     step = store.progress(campaign_id)["loaded"]
     if step == 0:
         return dg.MaterializeResult(metadata={"step": 0, "note": "no rollouts yet"})
-    scheduler, catalog = restore_scheduler(store, cfg, step, "selected")
     step_rollouts = store.rollouts(campaign_id, step)
-    scheduler.observe(step_rollouts[["task_id", "step", "reward"]])
+    scheduler, catalog = observed_scheduler(store, cfg, step, step_rollouts)
     predictions = (
         scheduler.predict().rename(
             columns={"own": "own_estimate", "within": "within_estimate", "cross": "cross_estimate"}

@@ -7,6 +7,7 @@ from assets.campaign import campaign_config, campaigns
 from assets.catalog import WAREHOUSE_POOL
 from pipelines.campaign import campaign_heldout_tasks, campaign_tasks
 from pipelines.mlflow_resource import MLflowResource
+from pipelines.refill import roll_out_and_train
 from pipelines.resources import PathsResource, WarehouseResource
 from training.checkpoints import checkpoint_dir, save_checkpoint
 from training.engines import make_engine
@@ -46,7 +47,6 @@ def training_step(
         heldout=campaign_heldout_tasks(store, cfg),
         eval_every=cfg.eval_every,
     )
-    batch = store.batch(campaign_id, step)
     try:
         if step > 1:
             previous = checkpoint_dir(home.checkpoints, campaign_id, step - 1)
@@ -55,7 +55,7 @@ def training_step(
                     description=f"campaign '{campaign_id}': checkpoint of step {step - 1} missing: {previous}"
                 )
             engine.load(previous)
-        rows, metrics = engine.run_step(batch, step)
+        batch, rows, metrics = roll_out_and_train(store, cfg, engine, step)  # DAPO / GRESO: + refill rounds
         checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step, keep=cfg.keep_checkpoints)
     finally:
         engine.close()

@@ -280,10 +280,42 @@ class Warehouse:
             _save_state(conn, campaign_id, step, "selected", state)
             return _insert(conn, "batches", rows)
 
-    def batch(self, campaign_id: str, step: int) -> pd.DataFrame:
+    def save_refill(self, campaign_id: str, step: int, rounds: list[pd.DataFrame], state: bytes) -> int:
+        """The refill rounds of ``step`` (dynamic sampling; round 1, 2, ... after the scheduled batch)
+        and the scheduler state after the last one (phase 'refilled'), together. Replaces earlier
+        refill rows of the step, so a re-run training step writes the same rows once."""
+        first = self.scalar(
+            "SELECT count(*) FROM batches WHERE campaign_id = ? AND step = ? AND coalesce(round, 0) = 0",
+            [campaign_id, step],
+        )
+        parts = [
+            frame[["task_id", "env_id", "role", "predicted_variance"]].assign(round=r)
+            for r, frame in enumerate(rounds, start=1)
+        ]
+        rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        with self.transaction() as conn:
+            conn.execute(
+                "DELETE FROM batches WHERE campaign_id = ? AND step = ? AND coalesce(round, 0) > 0",
+                [campaign_id, step],
+            )
+            _save_state(conn, campaign_id, step, "refilled", state)
+            if rows.empty:
+                return 0
+            rows = rows.assign(
+                campaign_id=campaign_id,
+                step=step,
+                position=range(first, first + len(rows)),
+                created_at=_now(),
+            )
+            return _insert(conn, "batches", rows)
+
+    def batch(self, campaign_id: str, step: int, first_round: bool = False) -> pd.DataFrame:
+        """The tasks of ``step`` in generation order: the scheduled batch and its refill rounds (only
+        the scheduled batch with ``first_round``)."""
+        only = " AND coalesce(round, 0) = 0" if first_round else ""
         return self.query(
-            "SELECT task_id, env_id, role, predicted_variance FROM batches WHERE campaign_id = ? AND step = ? "
-            "ORDER BY position",
+            "SELECT task_id, env_id, role, predicted_variance FROM batches WHERE campaign_id = ? AND step = ?"
+            f"{only} ORDER BY position",
             [campaign_id, step],
         )
 

@@ -134,6 +134,23 @@ def test_hf_engine_step_returns_landing_rows_and_samples(synthetic_tasks, tiny_l
     assert metrics["rollout/envs_per_batch"] == batch["env_id"].nunique()
 
 
+def test_hf_engine_step_rolls_out_the_refill_rounds_before_its_one_update(synthetic_tasks, tiny_lm_dir):
+    _, frame = synthetic_tasks
+    engine = make_engine("hf", frame, G, 0, engine_options(tiny_lm_dir))
+    first, second = list(frame["task_id"][:2])
+    seen: list[list[str]] = []
+
+    def refill(rows: pd.DataFrame) -> pd.DataFrame:
+        seen.append(rows["task_id"].tolist())
+        more = batch_of(frame, [second]).assign(role="oversample")
+        return more if len(seen) == 1 else more.iloc[:0]
+
+    rows, metrics = engine.run_step(batch_of(frame, [first]), step=1, refill=refill)
+    assert seen == [[first] * G, [second] * G]  # each round's landing rows went to the rule
+    assert rows["task_id"].tolist() == [first] * G + [second] * G  # every round is in the landing rows
+    assert metrics["rollout/count"] == 2 * G and len(engine.last_rollouts) == 2 * G
+
+
 class HalfScriptedEngine(HFEngine):
     """Rollout 0 of each task is the gold solution written as tool calls; the others are sampled
     from the tiny LM. Gives every group reward variance, so the GRPO step has a real signal."""

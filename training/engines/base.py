@@ -8,22 +8,31 @@ checkpoint folder.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 ENGINES = ("simulated", "skill", "hf", "vllm")
+Refill = Callable[[pd.DataFrame], pd.DataFrame]
+"""Dynamic sampling: called with the landing rows of each round, returns the next round's tasks
+(task_id, env_id, role), an empty frame when the step is complete."""
 
 
 class RolloutEngine(ABC):
     name: str
 
     @abstractmethod
-    def run_step(self, batch: pd.DataFrame, step: int) -> tuple[pd.DataFrame, dict[str, float]]:
+    def run_step(
+        self, batch: pd.DataFrame, step: int, refill: Refill | None = None
+    ) -> tuple[pd.DataFrame, dict[str, float]]:
         """Roll out ``batch`` (task_id, env_id, role), update the policy; returns the landing rows
         (every column of the landing contract but campaign_id) and namespaced step metrics
-        (``rollout/...``, ``train/...``, ``eval/...``)."""
+        (``rollout/...``, ``train/...``, ``eval/...``). With ``refill``, the rounds it asks for are rolled
+        out too (`envsched_core.dynamic_sampling.rollout_rounds`) before the one update, which trains
+        on the first B informative groups of all rounds (B = the batch's non-'oversample' rows); the
+        landing rows cover every round."""
 
     @abstractmethod
     def save(self, directory: Path) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from envsched_core.dynamic_sampling import rollout_rounds
 from training.agent_loop import (
     AgentLoopConfig,
     ChatFormat,
@@ -39,7 +40,7 @@ from training.agent_loop import (
     Rollout,
     run_episodes,
 )
-from training.engines.base import RolloutEngine
+from training.engines.base import Refill, RolloutEngine
 from training.grpo import GRPOConfig, grpo_update, make_optimizer, pad_samples, token_logprobs
 from training.samples import Sample
 from training.tasks import TaskResolver
@@ -279,10 +280,19 @@ class HFEngine(RolloutEngine):
         )
         return rollouts
 
-    def run_step(self, batch: pd.DataFrame, step: int) -> tuple[pd.DataFrame, dict[str, float]]:
+    def run_step(
+        self, batch: pd.DataFrame, step: int, refill: Refill | None = None
+    ) -> tuple[pd.DataFrame, dict[str, float]]:
         started = time.perf_counter()
-        task_ids = [str(t) for t in batch["task_id"]]
-        rollouts = self.last_rollouts = self.rollout(task_ids, step)
+
+        def roll(frame: pd.DataFrame) -> list[Rollout]:
+            return self.rollout([str(t) for t in frame["task_id"]], step)
+
+        def rows_of(part: list[Rollout]) -> pd.DataFrame:
+            return pd.DataFrame([r.landing_row(step) for r in part])
+
+        batch, parts = rollout_rounds(batch, roll, None if refill is None else (lambda p: refill(rows_of(p))))
+        rollouts = self.last_rollouts = [r for part in parts for r in part]
         rollout_time = time.perf_counter() - started
         samples = self.training_samples(batch, rollouts)
         train = grpo_update(

@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from envsched_core.dynamic_sampling import rollout_rounds
 from envsched_core.simulator import SimConfig, Simulator
-from training.engines.base import RolloutEngine
+from training.engines.base import Refill, RolloutEngine
 
 _MAX_TYPES = 4
 
@@ -117,9 +118,12 @@ class SimulatedEngine(RolloutEngine):
         self._tasks = tasks.set_index("task_id")
         self.group_size = group_size
 
-    def run_step(self, batch: pd.DataFrame, step: int) -> tuple[pd.DataFrame, dict[str, float]]:
+    def run_step(
+        self, batch: pd.DataFrame, step: int, refill: Refill | None = None
+    ) -> tuple[pd.DataFrame, dict[str, float]]:
         g = self.group_size
-        rollouts = self.sim.rollout(batch, step)
+        batch, parts = rollout_rounds(batch, lambda frame: self.sim.rollout(frame, step), refill)
+        rollouts = pd.concat(parts, ignore_index=True)
         primary = int((batch["role"] != "oversample").sum())
         trained = self.sim.train(rollouts, primary)
         self.sim.drift()

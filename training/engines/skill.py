@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from training.engines.base import RolloutEngine
+from envsched_core.dynamic_sampling import rollout_rounds
+from training.engines.base import Refill, RolloutEngine
 from training.executors import built_worker, make_executor
 from training.policies.skill import (
     EVAL_STREAM,
@@ -173,15 +174,22 @@ class SkillEngine(RolloutEngine):
         return self.eval_every > 0 and bool(self.heldout_ids) and (step == 1 or step % self.eval_every == 0)
 
     # ---- the engine interface ---------------------------------------------------------------------
-    def run_step(self, batch: pd.DataFrame, step: int) -> tuple[pd.DataFrame, dict[str, float]]:
+    def run_step(
+        self, batch: pd.DataFrame, step: int, refill: Refill | None = None
+    ) -> tuple[pd.DataFrame, dict[str, float]]:
         metrics: dict[str, float] = {}
         if step == 1 and self.eval_due(step):
             metrics["eval/initial_heldout_score"] = self.evaluate()["eval/heldout_score"]
         started = time.perf_counter()
-        groups = self.rollout(batch, step)
+
+        def roll(frame: pd.DataFrame) -> tuple[list[list[Episode]], pd.DataFrame]:
+            groups = self.rollout(frame, step)
+            return groups, landing_rows([e for g in groups for e in g], step)
+
+        batch, parts = rollout_rounds(batch, roll, None if refill is None else (lambda part: refill(part[1])))
+        groups = [g for part in parts for g in part[0]]
         seconds = time.perf_counter() - started
-        episodes = [e for g in groups for e in g]
-        rows = landing_rows(episodes, step)
+        rows = pd.concat([part[1] for part in parts], ignore_index=True)
         metrics.update(rollout_metrics(groups, seconds))
         primary = int((batch["role"] != "oversample").sum()) if "role" in batch.columns else len(batch)
         metrics.update(self.train(groups, primary))

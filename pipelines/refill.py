@@ -1,0 +1,61 @@
+"""Dynamic sampling in the pipeline: the training step's refill rounds and the scheduler state they leave.
+
+DAPO and GRESO decide after seeing a round's rewards whether to roll out another round. In the
+pipeline the training step does it: it restores the scheduler as it was after choosing the step's
+batch, hands the engine a ``refill`` callback (observe the round, ask `refill(step)`), and the engine
+rolls out every round before its one update. The rounds are saved as batch rows of round >= 1 and the
+scheduler state after the last round as phase 'refilled', in one transaction; every rollout of every
+round is in the landing file, so it is ingested and counted as spent. `variance_predictions` then
+continues from the 'refilled' state (it has observed every round) instead of observing again.
+Other schedulers run one round, as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from envsched_core import TaskCatalog
+from envsched_core.dynamic_sampling import scheduler_refill, uses_dynamic_sampling
+from pipelines.campaign import SCHEDULERS, CampaignConfig, dump_state, restore_scheduler
+from training.engines.base import RolloutEngine
+from warehouse.store import Warehouse
+
+
+def roll_out_and_train(
+    store: Warehouse, config: CampaignConfig, engine: RolloutEngine, step: int
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
+    """Roll out the scheduled batch of ``step`` (and, for DAPO / GRESO, the refill rounds its rule
+    asks for) and update the policy once. Returns every round's batch rows, the landing rows and the
+    step metrics (with ``rollout/refill_rounds`` for dynamic sampling)."""
+    batch = store.batch(config.campaign_id, step, first_round=True)
+    if not uses_dynamic_sampling(SCHEDULERS[config.scheduler]):
+        rows, metrics = engine.run_step(batch, step)
+        return batch, rows, metrics
+    scheduler, _ = restore_scheduler(store, config, step, "selected")
+    next_round = scheduler_refill(scheduler, step)
+    rounds: list[pd.DataFrame] = []
+
+    def refill(rows: pd.DataFrame) -> pd.DataFrame:
+        extra = next_round(rows)
+        if not extra.empty:
+            rounds.append(extra)
+        return extra
+
+    rows, metrics = engine.run_step(batch, step, refill=refill)
+    store.save_refill(config.campaign_id, step, rounds, dump_state(scheduler))
+    metrics["rollout/refill_rounds"] = float(len(rounds))
+    return pd.concat([batch, *rounds], ignore_index=True), rows, metrics
+
+
+def observed_scheduler(
+    store: Warehouse, config: CampaignConfig, step: int, rollouts: pd.DataFrame
+) -> tuple[Any, TaskCatalog]:
+    """The scheduler after folding in ``step``'s rollouts: the 'refilled' state when the training step
+    ran the rounds (it observed them all), else the state after selection plus `observe(rollouts)`."""
+    if store.scheduler_state(config.campaign_id, step, "refilled") is not None:
+        return restore_scheduler(store, config, step, "refilled")
+    scheduler, catalog = restore_scheduler(store, config, step, "selected")
+    scheduler.observe(rollouts[["task_id", "step", "reward"]])
+    return scheduler, catalog
