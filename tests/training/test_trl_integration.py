@@ -66,7 +66,7 @@ def grpo_args(tmp_path, steps):
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=P * G,
         num_generations=G,
-        max_completion_length=12,
+        max_completion_length=6,
         max_steps=steps,
         learning_rate=1e-2,
         logging_steps=1,

@@ -179,7 +179,9 @@ class EnvSchedGRPOTrainer(GRPOTrainer):
                 pickle.dump(self.step_batches.state_dict(), f)
 
     def load_scheduler_state(self, checkpoint_dir: str) -> None:
-        """Restore the scheduler saved beside a checkpoint (call before ``train(resume_from_checkpoint=...)``)."""
+        """Restore the scheduler saved beside a checkpoint; then ``train(resume_from_checkpoint=...)`` with
+        ``args.ignore_data_skip=True``: the scheduler state already knows the step, and skipping batches
+        would make it select (and never observe) the skipped steps again."""
         path = os.path.join(checkpoint_dir, STATE_FILE)
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no scheduler state beside this checkpoint")

@@ -1,0 +1,73 @@
+"""StepBatches: the trainer-facing side of a scheduler (fixed-size batches, checked feedback)."""
+
+import pandas as pd
+import pytest
+
+from envsched_core.baselines import GRESOScheduler
+from training.integrations.scheduling import StepBatches, make_scheduler, scheduler_batch_size
+
+TASKS = pd.DataFrame({"task_id": [f"t{i}" for i in range(12)], "env_id": [f"e{i % 4}" for i in range(12)]})
+ROWS = {t: i for i, t in enumerate(TASKS["task_id"])}
+
+
+def batches(name="random", prompts=4, group=2):
+    return StepBatches(make_scheduler(name, TASKS, prompts, group, seed=1), ROWS, prompts)
+
+
+def test_step_batches_hand_out_the_schedulers_batch_and_observe_it():
+    b = batches()
+    step, rows = b.next_batch()
+    assert step == 1 and len(rows) == 4 and [TASKS.task_id[r] for r in rows] == b.batches[1]
+    ids = [t for t in b.batches[1] for _ in range(2)]
+    frame = b.observe(1, ids, [0.0, 1.0] * 4)
+    assert frame["step"].eq(1).all() and b.pending_step is None
+    assert b.metrics[1]["schedule/zero_variance_groups"] == 0.0
+    assert b.metrics[1]["schedule/mean_reward_variance"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(
+    "ids, rewards, message",
+    [
+        (["t99"] * 8, [0.0] * 8, "not in its batch"),  # a task the step never handed out
+        (None, [0.0] * 7, "8 task ids but 7 rewards"),  # one reward missing
+        (None, [2.0] * 8, "not in \\[0, 1\\]"),  # a reward the schedulers cannot take
+    ],
+)
+def test_step_batches_reject_feedback_that_is_not_the_steps(ids, rewards, message):
+    b = batches()
+    b.next_batch()
+    ids = ids or [t for t in b.batches[1] for _ in range(2)]
+    with pytest.raises(ValueError, match=message):
+        b.observe(1, ids, rewards)
+    assert b.pending_step == 1  # nothing was observed: the step can still be fed correctly
+
+
+def test_step_batches_observe_each_step_once_and_flag_stale_selection():
+    b = batches()
+    b.next_batch()
+    b.next_batch()  # selected before step 1's rewards came back
+    assert b.stale_steps == [2]
+    ids = [t for t in b.batches[1] for _ in range(2)]
+    b.observe(1, ids, [1.0] * 8)
+    with pytest.raises(ValueError, match="already observed"):
+        b.observe(1, ids, [1.0] * 8)
+    with pytest.raises(ValueError, match="never handed out"):
+        b.observe(3, ids, [1.0] * 8)
+
+
+def test_step_batches_pad_a_short_batch_with_its_own_tasks():
+    class Short:  # GRESO skipping most of a small pool can return fewer than P tasks
+        def select(self, step):
+            return pd.DataFrame({"task_id": ["t1", "t2", "t3"]})
+
+    b = StepBatches(Short(), ROWS, 5)
+    assert b.next_batch()[1] == [1, 2, 3, 1, 2]
+
+
+def test_dynamic_sampling_baselines_fill_the_trainers_batch_with_their_first_generation_batch():
+    assert scheduler_batch_size("dapo", 12) == 4  # DAPO: generation batch 3 x B
+    assert scheduler_batch_size("greso", 12) == 8  # GRESO: 1.5 x B
+    assert scheduler_batch_size("dapo", 12, {"gen_batch_ratio": 1.0}) == 12
+    assert scheduler_batch_size("mopps", 12) == 12
+    greso = make_scheduler("greso", TASKS, 6, 2)
+    assert isinstance(greso, GRESOScheduler) and len(greso.select(1)) >= 6
