@@ -5,7 +5,9 @@ sierra-research/tau-bench@59a200c did on chosen trajectories (run with its ``Env
 ``calculate_reward``, no LLM): per trajectory the steps (tool calls and replies to the user), each
 tool result up to the end of the episode, the changed database records at the end, and the reward.
 ``gold`` has every task's gold actions followed by its outputs said as replies; ``perturbed`` has
-hand-written cases (``kind`` = ``case:<name>``) and a seeded perturbation family. Only facts are
+hand-written cases (``kind`` = ``case:<name>``) and a seeded perturbation family. The
+``tau_bench_<domain>_fuzz.json.gz`` files hold random call sequences over each task's own records,
+with results and final changes stored as digests (:func:`digest`) to stay small. Only facts are
 stored, no original code; the recording script lives outside this repository.
 
 :func:`replay` runs one recorded trajectory through this project's environment and says where it
@@ -16,6 +18,7 @@ replies.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +34,23 @@ def recording_path(domain: str) -> Path:
     return RECORDINGS / f"tau_bench_{domain}_original.json.gz"
 
 
-def load_recording(domain: str) -> dict[str, Any]:
-    with gzip.open(recording_path(domain), "rt", encoding="utf-8") as f:
+def load_recording(domain: str, kind: str = "original") -> dict[str, Any]:
+    """``kind``: ``original`` (gold, cases, perturbations) or ``fuzz`` (random sequences, digests)."""
+    path = recording_path(domain) if kind == "original" else RECORDINGS / f"tau_bench_{domain}_fuzz.json.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
         return json.load(f)
+
+
+def digest(text: str) -> str:
+    """A short hash of a value's canonical text, as the fuzz recordings store results and changes."""
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def result_digest(content: str) -> str:
+    try:
+        return digest(canonical(json.loads(content)))
+    except (json.JSONDecodeError, TypeError):
+        return digest(content)
 
 
 def canonical(value: Any) -> str:
@@ -61,7 +78,9 @@ class Agreement:
     first_difference: str = ""
 
 
-def replay(source: TauBenchSource, task: Task, recorded: dict[str, Any]) -> Agreement:
+def replay(source: TauBenchSource, task: Task, recorded: dict[str, Any], hashed: bool = False) -> Agreement:
+    """Run ``recorded["steps"]`` in a fresh environment and compare; ``hashed``: the recording holds
+    digests of the results and of the final changes (the fuzz files)."""
     env = source.make_environment(task)
     env.reset(task)
     trajectory, turn = Trajectory(task.task_id), TurnRecord()
@@ -76,13 +95,20 @@ def replay(source: TauBenchSource, task: Task, recorded: dict[str, Any]) -> Agre
         result = env.call(step["name"], step["kwargs"])
         turn.calls.append(CallRecord(_call(step), result))
         if end is None or index <= end:
-            ok = same_result(result.content, recorded["results"][index])
+            expected = recorded["results"][index]
+            if hashed:
+                ok = result_digest(result.content) == expected
+            else:
+                ok = same_result(result.content, expected)
             results.append(ok)
             if not ok and not first:
                 first = f"step {index} {step['name']}: {result.content[:200]!r} != {recorded['results'][index]!r:.200}"
     if turn.calls or turn.replies or not trajectory.turns:
         trajectory.turns.append(turn)
-    final_db = _same_changes(source, env.db, recorded["final"])
+    if hashed:
+        final_db = digest(canonical(_changes(source, env.db))) == recorded["final"]
+    else:
+        final_db = _same_changes(source, env.db, recorded["final"])
     if not final_db and not first:
         first = "final database differs"
     reward = env.verify(trajectory).reward
@@ -105,19 +131,49 @@ def _same_changes(source: TauBenchSource, db, changed: dict[str, dict[str, Any]]
     return True
 
 
+def _changes(source: TauBenchSource, db) -> dict[str, dict[str, Any]]:
+    """The records that differ from the starting data, by table (tables without changes left out)."""
+    base = source.domain_data().tables.tables
+    out: dict[str, dict[str, Any]] = {}
+    for table, key in db.touched():
+        if canonical(db.tables[table].get(key)) != canonical(base[table].get(key)):
+            out.setdefault(table, {})[key] = db.tables[table].get(key)
+    return out
+
+
+def fuzz_agreement(source: TauBenchSource, recording: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Counts of agreeing results, final databases and rewards over the fuzz recording."""
+    tasks = {t.task_id: t for t in source.load().tasks}
+    counts = {"results": [0, 0], "final_db": [0, 0], "reward": [0, 0], "disagreements": []}
+    for recorded in recording["fuzz"]:
+        agreement = replay(source, tasks[recorded["task_id"]], recorded, hashed=True)
+        for name, ok, n in (
+            ("results", sum(agreement.results), len(agreement.results)),
+            ("final_db", agreement.final_db, 1),
+            ("reward", agreement.reward, 1),
+        ):
+            counts[name][0] += ok
+            counts[name][1] += n
+        if not (all(agreement.results) and agreement.final_db and agreement.reward):
+            counts["disagreements"].append((recorded["task_id"], agreement.first_difference))
+    return {k: tuple(v) if k != "disagreements" else v for k, v in counts.items()}
+
+
 @dataclass
 class Table:
     """Agreement counts of one domain, the closing note's table."""
 
     gold_calls_equal: tuple[int, int]
     gold_final_db_identical: tuple[int, int]
-    perturbed_same_reward: tuple[int, int]
+    perturbed_same_reward: tuple[int, int]  # the seeded perturbation family
+    cases_same_reward: tuple[int, int]  # the hand-written cases
     disagreements: list[tuple[str, str, str]]  # (task_id, kind, first difference)
 
 
 def agreement_table(source: TauBenchSource, recording: dict[str, Any]) -> Table:
     tasks = {t.task_id: t for t in source.load().tasks}
-    calls, dbs, rewards, notes = [0, 0], [0, 0], [0, 0], []
+    calls, dbs, notes = [0, 0], [0, 0], []
+    rewards = {"case": [0, 0], "family": [0, 0]}
     for task_id, recorded in sorted(recording["gold"].items()):
         recorded = {**recorded, "steps": _gold_steps(tasks[task_id])}
         agreement = replay(source, tasks[task_id], recorded)
@@ -129,11 +185,12 @@ def agreement_table(source: TauBenchSource, recording: dict[str, Any]) -> Table:
             notes.append((task_id, "gold", agreement.first_difference))
     for recorded in recording["perturbed"]:
         agreement = replay(source, tasks[recorded["task_id"]], recorded)
-        rewards[0] += agreement.reward
-        rewards[1] += 1
+        counts = rewards["case" if recorded["kind"].startswith("case:") else "family"]
+        counts[0] += agreement.reward
+        counts[1] += 1
         if not agreement.reward:
             notes.append((recorded["task_id"], recorded["kind"], agreement.first_difference))
-    return Table(tuple(calls), tuple(dbs), tuple(rewards), notes)
+    return Table(tuple(calls), tuple(dbs), tuple(rewards["family"]), tuple(rewards["case"]), notes)
 
 
 def _gold_steps(task: Task) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ import pytest
 
 from environments.base import ToolCall
 from environments.tau_bench import TauBenchAirlineSource, TauBenchRetailSource
-from environments.tau_bench.recorded import agreement_table, load_recording, replay
+from environments.tau_bench.recorded import agreement_table, fuzz_agreement, load_recording, replay
 from environments.tau_bench.source import EPISODE_ENDED
 
 SOURCES = {"retail": TauBenchRetailSource, "airline": TauBenchAirlineSource}
@@ -54,7 +54,22 @@ def test_tau_bench_original_perturbed_rewards_agree_with_the_recording(tables, d
     rewards = {p["reward"] for p in family}
     assert rewards == {0.0, 1.0}  # the family is not degenerate: both outcomes occur
     agreed, total = table.perturbed_same_reward
-    assert agreed == total, table.disagreements[:5]
+    assert total == len(family) and agreed == total, table.disagreements[:5]
+    assert (
+        table.cases_same_reward[0]
+        == table.cases_same_reward[1]
+        == len(RECORDINGS[domain]["perturbed"]) - total
+    )
+
+
+@pytest.mark.parametrize("domain", list(SOURCES))
+def test_tau_bench_original_random_call_sequences_agree_with_the_recording(sources, domain):
+    recording = load_recording(domain, "fuzz")
+    assert len(recording["fuzz"]) >= 900
+    counts = fuzz_agreement(sources[domain], recording)
+    for name in ("results", "final_db", "reward"):
+        agreed, total = counts[name]
+        assert agreed == total, (name, counts["disagreements"][:5])
 
 
 @pytest.mark.parametrize("domain, recorded", list(_cases()))
