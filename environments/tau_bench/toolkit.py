@@ -10,7 +10,6 @@ check everything before they change anything, so a rejected call leaves the data
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 import json
 import operator
@@ -181,9 +180,9 @@ def execute_original(db: Database, tools: dict[str, Tool], name: str, arguments)
     are results starting with ``Error:``, marked ``is_error`` here."""
     if name not in tools:
         return ToolResult(f"Unknown action {name}", is_error=True)
+    arguments = private_arguments(arguments)  # tools store argument values (passengers, payments) as given
     if not isinstance(arguments, dict):  # tau-bench's Action model only holds an object
         return ToolResult(f"Error: arguments should be an object, got {type(arguments).__name__}", True)
-    arguments = copy.deepcopy(arguments)  # tools store argument values (passengers, payments) as given
     if (error := _binding_error(name, tools[name], arguments)) is not None:
         return ToolResult(f"Error: {error}", is_error=True)
     try:

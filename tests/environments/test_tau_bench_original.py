@@ -5,6 +5,8 @@ sierra-research/tau-bench@59a200c returned, stored and scored on the gold action
 hand-written cases (one per known difference class) and on a seeded family of perturbed trajectories.
 """
 
+import json
+
 import pytest
 
 from environments.base import ToolCall
@@ -132,3 +134,15 @@ def test_tau_bench_semantics_option_selects_the_mode(domain, call, original, pol
 def test_tau_bench_unknown_semantics_is_rejected_naming_the_option():
     with pytest.raises(ValueError, match="tau_bench_retail: option 'semantics' must be one of"):
         TauBenchRetailSource(semantics="strict")
+
+
+def test_tau_bench_original_arguments_as_json_text_run_like_an_object(sources):
+    source = sources["retail"]
+    task = next(t for t in source.load().tasks if t.task_id == "tau_bench_retail/dev/0")  # cancels #W5442520
+    results = []
+    for arguments in ({"order_id": "#W5442520", "reason": "no longer needed"},) * 2:
+        env = source.make_environment(task)
+        env.reset(task)
+        results.append(env.call("cancel_pending_order", arguments if not results else json.dumps(arguments)))
+    assert results[0] == results[1] and not results[1].is_error
+    assert env.call("get_order_details", "[1]").content == "Error: arguments should be an object, got str"
