@@ -5,6 +5,13 @@ scheduler learns from is the verifier's, run on each completion's tool calls. A 
 (share of distinct characters) gives GRPO a non-zero advantage so the policy really moves.
 """
 
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -199,3 +206,40 @@ def test_make_scheduler_rejects_unknown_names_and_options(tasks):
     # DAPO's first generation batch (3x over-sampled) fills the trainer's P prompts.
     dapo = make_scheduler("dapo", tasks, P, G)
     assert len(dapo.select(1)) >= P > dapo.batch_size
+
+
+@pytest.mark.slow
+def test_envsched_grpo_trainer_two_ranks_select_the_same_batches(tiny_lm_dir, tmp_path):
+    """torchrun, 2 CPU processes: every rank selects the same batches, trains on its half of each step
+    and observes the rewards of both halves (gathered) before the next step is selected."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).with_name("trl_two_ranks.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(port),
+    ]
+    done = subprocess.run(
+        [*command, str(script), str(tiny_lm_dir), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rank0, rank1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert rank0["world"] == rank1["world"] == 2
+    assert rank0["batches"] == rank1["batches"] and sorted(rank0["batches"]) == ["1", "2"]
+    assert rank0["stale"] == rank1["stale"] == []
+    for step, batch in rank0["batches"].items():
+        completions = [t for t in batch for _ in range(G)]
+        i = int(step) - 1
+        assert rank0["scored"][i] + rank1["scored"][i] == completions  # each rank its contiguous half
+        assert rank0["observed"][step] == rank1["observed"][step] == completions  # the gathered rewards
