@@ -1,10 +1,13 @@
 """What both domains' tools share: argument checking against the JSON schema, the error convention,
 the domain-free tools (``calculate``, ``think``, ``transfer_to_human_agents``) and dispatch.
 
-A tool is a function ``fn(db, **arguments) -> str``. It raises :class:`ToolError` for a call the
-domain rejects (unknown order, wrong status, not enough balance); :func:`execute` turns that, and any
-argument that does not fit the schema, into ``ToolResult("Error: ...", is_error=True)``. Write tools
-check everything before they change anything, so a rejected call leaves the database as it was.
+Two dispatchers, one per mode. ``policy`` (:func:`execute`): a tool is ``fn(db, **arguments) ->
+str`` that raises :class:`ToolError` for a call the domain rejects; that, and any argument that does
+not fit the schema, becomes ``ToolResult("Error: ...", is_error=True)``, and write tools check
+everything before they change anything. ``original`` (:func:`execute_original`, the default): as
+tau-bench's ``Env.step``, no schema check; a tool returns its own ``"Error: ..."`` text, and any
+exception it raises is reported as ``Error: <exception>`` (what it changed before stays changed, as
+in the original). Exception wording is Python's (recorded under Python 3.11).
 """
 
 from __future__ import annotations
