@@ -229,10 +229,12 @@ def table_ablations(r: Runner, s: Setting, seeds: list[int], steps: int) -> None
     )
 
 
-def table_steps_to_target(r: Runner, s: Setting, seeds: list[int], steps: int) -> None:
+def table_steps_to_target(
+    r: Runner, s: Setting, seeds: list[int], steps: int, names: list[str] | None = None
+) -> None:
     target = random_target(r, s, seeds, steps)
     rows = []
-    for name in ("envsched", *BASELINES):
+    for name in names or ("envsched", *BASELINES):
         runs = [r.run(s, name, seed, steps) for seed in seeds]
         rows.append(
             {
@@ -261,7 +263,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=None, help="seeds of long runs (default 3)")
     parser.add_argument("--init-seeds", type=int, default=None, help="seeds of table 2 (default 100)")
     parser.add_argument("--large-batch", type=int, default=256, help="B in the large setting (64..256)")
+    parser.add_argument(
+        "--schedulers",
+        default=None,
+        help=f"comma list for table 4 (default: envsched and every baseline: {', '.join(BASELINES)})",
+    )
     args = parser.parse_args()
+    names = args.schedulers.split(",") if args.schedulers else None
+    unknown = sorted(set(names or ()) - {"envsched", *BASELINES})
+    if unknown:
+        parser.error(f"--schedulers: unknown {unknown}; choose from envsched, {', '.join(BASELINES)}")
     steps = args.steps or (150 if args.quick else 200)
     seeds = list(range(args.seeds or (1 if args.quick else 3)))
     init_seeds = args.init_seeds or (20 if args.quick else 100)
@@ -276,7 +287,7 @@ def main() -> None:
         if 2 in tables:
             table_init_sensitivity(runner, setting, init_seeds)
         if 4 in tables:
-            table_steps_to_target(runner, setting, seeds, steps)
+            table_steps_to_target(runner, setting, seeds, steps, names)
         if 3 in tables:
             table_ablations(runner, setting, seeds, steps)
         print(flush=True)

@@ -13,9 +13,10 @@ Thompson-sample a success rate per candidate, take the B closest to 0.5, i.e. th
 Success rate s: the group's binary accuracy, the share of rollouts with reward >= 1
 (`tasksampler.bandit_metric: acc` in `recipe/ours/config/our_trainer.yaml`; `recipe/ours/our_ray_trainer.py`
 converts each reward with `acc >= 1`), so partial credit counts as a failure; `metric="score"` (the
-reference's other option) uses the mean graded reward. Defaults: `ts_ratio` 16 and lambda
-(`bandit_decay_ratio`) 1.0 from the math scripts (`recipe/ours/scripts/math/`), prior (1, 1),
-target 0.5 (`bandit_target_mean`).
+reference's other option) uses the mean graded reward. Defaults: `ts_ratio` 16 from the math
+scripts (`recipe/ours/scripts/math/math_verl_*_topk*.sh`; countdown / geo3k use 8 with lambda 0.5),
+lambda = `bandit_decay_ratio` 1.0 (the config default the math scripts keep), prior (1, 1) as in the
+`_noinit` scripts (`bandit_init=False`), target 0.5 (`bandit_target_mean`).
 """
 
 from __future__ import annotations

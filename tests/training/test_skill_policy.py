@@ -242,3 +242,25 @@ def test_skill_engine_rejects_unknown_options_and_overlapping_heldout(world):
         SkillEngine(_frame(world, train), 4, seed=0, learning_rate=0.1)
     with pytest.raises(ValueError, match="both in training and held-out"):
         SkillEngine(_frame(world, train), 4, seed=0, heldout=_frame(world, train[:2]))
+
+
+def test_skill_engine_step_with_refill_trains_once_on_every_round(world):
+    train = _task_ids(world)[:40]
+    first = _frame(world, train[:8]).assign(role="coverage")
+    extra = _frame(world, train[8:16]).assign(role="oversample")
+    rounds = []
+
+    def refill(rows):
+        rounds.append(sorted(set(rows["task_id"])))
+        return extra if len(rounds) == 1 else extra.iloc[:0]
+
+    engine = SkillEngine(_frame(world, train), 4, seed=3)
+    rows, metrics = engine.run_step(first, 1, refill=refill)
+    assert rounds == [sorted(train[:8]), sorted(train[8:16])]  # the rule saw both rounds' rewards
+    assert rows["task_id"].tolist() == [t for t in train[:16] for _ in range(4)]
+    # the same as rolling out both rounds by hand and one update on the first B = 8 informative groups
+    by_hand = SkillEngine(_frame(world, train), 4, seed=3)
+    groups = by_hand.rollout(first, 1) + by_hand.rollout(extra, 1)
+    want = by_hand.train(groups, 8)
+    assert metrics["train/trained_groups"] == want["train/trained_groups"]
+    np.testing.assert_array_equal(engine.policy.theta, by_hand.policy.theta)
