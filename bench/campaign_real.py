@@ -10,9 +10,9 @@ select -> G rollouts per task in the real environments (``training.engines.skill
 observe (-> refill -> rollouts -> observe ..., for the dynamic-sampling baselines DAPO and GRESO,
 through ``envsched_core.dynamic_sampling.rollout_rounds`` as ``envsched_core.simulator.run_campaign``
 does) -> one GRPO step on the first B informative groups -> held-out evaluation every
-``--eval-every`` steps. Batch statistics are ``envsched_core.batch_metrics`` over the groups trained on. Every scheduler of a seed starts from the
-same initial policy (the seed draws it) and evaluates on the same held-out tasks with the same
-evaluation seeds, so the comparison is paired.
+``--eval-every`` steps. Batch statistics are ``envsched_core.batch_metrics`` over the groups trained
+on. Every scheduler of a seed starts from the same initial policy (the seed draws it) and
+evaluates on the same held-out tasks with the same evaluation seeds, so the comparison is paired.
 
 Catalogues: ``bfcl`` = the 800 BFCL-v3 multi-turn tasks (40 environments); ``tau`` = tau-bench
 retail + airline (685 tasks, 50 environments). Held out: 20% of the tasks by a hash of the task id
