@@ -68,6 +68,7 @@ def test_dynamic_sampling_baselines_fill_the_trainers_batch_with_their_first_gen
     assert scheduler_batch_size("dapo", 12) == 4  # DAPO: generation batch 3 x B
     assert scheduler_batch_size("greso", 12) == 8  # GRESO: 1.5 x B
     assert scheduler_batch_size("dapo", 12, {"gen_batch_ratio": 1.0}) == 12
+    assert scheduler_batch_size("dapo-1x", 12) == 12  # the MoPPS / DPS papers' DS: 1x
     assert scheduler_batch_size("mopps", 12) == 12
     greso = make_scheduler("greso", TASKS, 6, 2)
     assert isinstance(greso, GRESOScheduler) and len(greso.select(1)) >= 6

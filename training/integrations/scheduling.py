@@ -27,6 +27,8 @@ import pandas as pd
 from environments.base import CallRecord, Trajectory, TurnRecord
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.baselines import (
+    DAPO1xConfig,
+    DAPO1xDynamicSampling,
     DAPOConfig,
     DAPODynamicSampling,
     DPSConfig,
@@ -49,11 +51,13 @@ class SchedulerEntry:
     """Config field holding (generation batch / B) for the dynamic-sampling baselines."""
 
 
-# The same names as `envsched campaign run --scheduler` (pipelines.campaign.SCHEDULERS).
+# The same names as `envsched campaign run --scheduler` (pipelines.campaign.SCHEDULERS); a small map of
+# our own because training/ may not import pipelines/ (the campaign layer's registry was not in main yet).
 SCHEDULERS: dict[str, SchedulerEntry] = {
     "envsched": SchedulerEntry(EnvSched, SchedulerConfig),
     "random": SchedulerEntry(RandomScheduler, SchedulerConfig),
     "dapo": SchedulerEntry(DAPODynamicSampling, DAPOConfig, "gen_batch_ratio"),
+    "dapo-1x": SchedulerEntry(DAPO1xDynamicSampling, DAPO1xConfig, "gen_batch_ratio"),
     "greso": SchedulerEntry(GRESOScheduler, GRESOConfig, "sampling_ratio"),
     "mopps": SchedulerEntry(MoPPSScheduler, MoPPSConfig),
     "dps": SchedulerEntry(DPSScheduler, DPSConfig),

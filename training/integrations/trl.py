@@ -6,8 +6,8 @@ One line changes in a TRL script: ``GRPOTrainer(...)`` becomes
 
 where the train dataset has a ``task_id`` column (one row per catalogue task) and ``tasks_frame`` is the
 catalogue (task_id, env_id, text, tools, ...; :func:`training.integrations.scheduling.catalogue_frame`
-builds it from environment sources). ``scheduler`` is a name (envsched, random, dapo, greso, mopps,
-dps) or a ready scheduler object with ``select`` / ``observe``.
+builds it from environment sources). ``scheduler`` is a name (envsched, random, dapo, dapo-1x, greso,
+mopps, dps) or a ready scheduler object with ``select`` / ``observe``.
 
 How it plugs in (read from trl 1.16's ``grpo_trainer.py``):
 

@@ -11,7 +11,7 @@ step, with the rewards in ``batch.batch["token_level_scores"]`` and the dataset 
 
     data.sampler.class_path=pkg://training.integrations.verl data.sampler.class_name=EnvSchedCurriculumSampler
     +data.sampler.scheduler=envsched +data.sampler.catalogue=/data/envsched/catalogue.parquet
-    +data.sampler.group_size=${actor_rollout_ref.rollout.n} data.dataloader_num_workers=0
+    '+data.sampler.group_size=${actor_rollout_ref.rollout.n}' data.dataloader_num_workers=0
 
 Optional keys under ``data.sampler``: ``scheduler_options`` (fields of the scheduler's config), ``seed``,
 ``reward_key`` (a ``reward_extra_info`` key to learn from instead of the summed token-level scores,
