@@ -122,16 +122,17 @@ def test_greso_skips_long_zero_variance_streak():
 
 def test_greso_mid_range_group_resets_both_streaks():
     sched = GRESOScheduler(tasks(4), GRESOConfig(batch_size=1), seed=0)
+    sched.p_easy, sched.p_hard = 0.9, 0.2  # each streak type uses its own p
     t0 = np.array([0])
     for step in (1, 2):
         sched.observe(rollouts({"t0": [1.0] * 8}, step=step))  # easy twice
-    assert sched.skip_probability(t0)[0] == pytest.approx(1 - 0.5**2)
+    assert sched.skip_probability(t0)[0] == pytest.approx(1 - 0.9**2)
     sched.observe(rollouts({"t0": [0.5] * 8}, step=3))  # all equal but mid-range: resets both
     assert (sched.easy_streak[0], sched.hard_streak[0], sched.skip_probability(t0)[0]) == (0, 0, 0.0)
     for step in (4, 5, 6):
         sched.observe(rollouts({"t0": [0.0] * 8}, step=step))  # hard three times
     assert (sched.easy_streak[0], sched.hard_streak[0]) == (0, 3)
-    assert sched.skip_probability(t0)[0] == pytest.approx(1 - 0.5**3)
+    assert sched.skip_probability(t0)[0] == pytest.approx(1 - max(0.2**3, 0.01))
     sched.observe(rollouts({"t0": [1.0] * 8}, step=7))  # an easy group ends the hard streak
     assert (sched.easy_streak[0], sched.hard_streak[0]) == (1, 0)
 
