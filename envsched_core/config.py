@@ -70,13 +70,36 @@ class SchedulerConfig:
     """Most recent (prediction, realised) pairs kept for the refit."""
     refit_ridge: float = 10.0
     """Pull of the refit toward the initial a_W, a_X, worth this many typical (prediction, realised) pairs."""
+    predictor: str = "outcome"
+    """'outcome': model each task's success rate (global feature model + own residual with forgetting +
+    residuals propagated along W and X) and derive the variance from it; 'variance': the paper's fusion of
+    discounted mean observed variances (kept as an ablation)."""
+    use_global_model: bool = True
+    """Outcome predictor: use the task features (tools, tool base names, signature, embedding) in the global
+    online logistic model; False keeps only its intercept and environment effects (ablation)."""
+    global_decay: float = 0.9
+    """Weight of a group in the global model's refit per step of age (the policy moves)."""
+    global_window: int = 4096
+    """Most recent groups kept for the global model's refit."""
+    global_ridge: float = 10.0
+    """L2 penalty of the global model's weights, in units of one rollout's log-likelihood."""
+    global_iters: int = 30
+    """L-BFGS iterations per refit of the global model (warm-started from the last fit)."""
+    residual_prior_sd: float = 1.0
+    """Prior sd (logits) of a task's own residual b_i before its neighbours or its own rollouts say more."""
+    residual_decay: float = 0.98
+    """Forgetting of a task's own evidence: its residual precision is multiplied by this per step of age."""
+    dispersion_prior_groups: float = 4.0
+    """Pseudo-groups pulling an environment's variance / mean(1 - mean) ratio toward the pooled ratio."""
+    optimism: float = 1.0
+    """Informed coverage scores a task at its logit moved this many posterior sds toward 0 (p = 0.5)."""
 
     # --- scheduler -------------------------------------------------------------------------------
     rho: float = 0.3
     """Coverage fraction of the batch; rho = 1 is the coverage-only ablation."""
     eta: float = 0.3
     """Similarity penalty: exploit score = v_hat / v_max - eta * max sim to already chosen tasks."""
-    env_quota_fraction: float = 0.05
+    env_quota_fraction: float = 0.2
     """Environment quota: at most max(env_quota_min, ceil(env_quota_fraction * B)) tasks per environment."""
     env_quota_min: int = 2
     """Lower bound of the per-environment quota."""
@@ -84,6 +107,16 @@ class SchedulerConfig:
     """Coverage bonus for a task whose environment is not yet in the batch."""
     new_tool_bonus: float = 0.5
     """Coverage bonus times the share of a task's tools not yet in the batch."""
+    informed_coverage: bool = True
+    """Coverage adds the optimistic predicted variance (outcome predictor) to the under-observation score,
+    so an under-observed environment whose neighbours are mixed beats one whose neighbours all fail."""
+    coverage_informativeness: float = 1.0
+    """Weight of the optimistic predicted variance (divided by its maximum) in the coverage score."""
+    adaptive_rho: bool = True
+    """Shrink the coverage fraction as predictions get confident: rho_t = rho_min + (rho - rho_min) * u,
+    u = mean posterior sd / prior sd of the top exploitation candidates (outcome predictor)."""
+    rho_min: float = 0.1
+    """Smallest coverage fraction adaptive rho may reach."""
     pool_factor: int = 4
     """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
 
@@ -145,6 +178,26 @@ class SchedulerConfig:
             self.new_env_bonus >= 0 and self.new_tool_bonus >= 0,
             "new_env_bonus and new_tool_bonus must be >= 0.",
         )
+        need(
+            self.predictor in ("outcome", "variance"),
+            f"predictor={self.predictor!r} must be 'outcome' or 'variance' (the paper's fusion).",
+        )
+        need(0.0 < self.global_decay <= 1.0, f"global_decay={self.global_decay} must be in (0, 1].")
+        need(self.global_window >= 1, f"global_window={self.global_window} must be >= 1.")
+        need(self.global_ridge > 0, f"global_ridge={self.global_ridge} must be > 0.")
+        need(self.global_iters >= 1, f"global_iters={self.global_iters} must be >= 1.")
+        need(self.residual_prior_sd > 0, f"residual_prior_sd={self.residual_prior_sd} must be > 0.")
+        need(0.0 < self.residual_decay <= 1.0, f"residual_decay={self.residual_decay} must be in (0, 1].")
+        need(
+            self.dispersion_prior_groups > 0,
+            f"dispersion_prior_groups={self.dispersion_prior_groups} must be > 0.",
+        )
+        need(self.optimism >= 0, f"optimism={self.optimism} must be >= 0.")
+        need(
+            self.coverage_informativeness >= 0,
+            f"coverage_informativeness={self.coverage_informativeness} must be >= 0.",
+        )
+        need(0.0 <= self.rho_min <= 1.0, f"rho_min={self.rho_min} must be in [0, 1] (capped at rho).")
         need(self.pool_factor >= 1, f"pool_factor={self.pool_factor} must be >= 1.")
         need(
             self.use_within_edges or self.use_cross_edges or self.rho == 1.0,

@@ -16,6 +16,8 @@ capped) so selection costs O(N) numpy work plus O(B * pool) however large the ca
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -33,11 +35,24 @@ from .graph import (
     similarity_matrix,
     within_edge_arrays,
 )
+from .outcome import OutcomeModel
 from .predictor import VariancePredictor
 from .stats import TaskStats, group_outcomes, validate_rollouts
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 TIE_JITTER = 1e-9  # breaks exact score ties at random (seeded), never reorders distinct scores
+
+
+@dataclass
+class Predicted:
+    """Selection inputs at one step: predicted variance, which tasks have evidence, own visit weight n_i,
+    optimistic variance for informed coverage (None with the paper's predictor) and relative uncertainty."""
+
+    v_hat: np.ndarray
+    has_evidence: np.ndarray
+    n: np.ndarray
+    v_opt: np.ndarray | None
+    uncertainty: np.ndarray
 
 
 def _prune(
@@ -96,6 +111,9 @@ class EnvSched:
                 src, dst, _ = edges_from_frame(catalog, cross_edges, "cross_edges")
             self.cross_candidates = candidate_matrix(src, dst, n_tasks)
         self.predictor = VariancePredictor(self.cfg, W_within, None)
+        self.outcome = (
+            OutcomeModel(catalog, self.cfg, W_within, None) if self.cfg.predictor == "outcome" else None
+        )
         self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
         self.current_step = 0
         self.last_refresh_step = -1
@@ -113,20 +131,53 @@ class EnvSched:
 
     def _set_cross(self, edges: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         self.cross_edges = edges
-        self.predictor.set_cross(propagation_matrix(*edges, len(self.catalog), self.cfg.temperature))
+        W_cross = propagation_matrix(*edges, len(self.catalog), self.cfg.temperature)
+        self.predictor.set_cross(W_cross)
+        if self.outcome is not None:
+            self.outcome.set_cross(W_cross)
 
-    def _predicted(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(v_hat, has_evidence, n) at ``step``, cached until the next observe."""
+    def _predicted(self, step: int) -> Predicted:
+        """What selection needs at ``step``, cached until the next observe."""
         if self._cache is None or self._cache[0] != step:
-            c = self.predictor.components(self.stats, step)
-            v_hat, _ = self.predictor.fuse(c)
-            self._cache = (step, v_hat, (c.n + c.N_W + c.N_X) > 0, c.n)
-        return self._cache[1:]
+            if self.outcome is not None:
+                out = self.outcome.predict(step)
+                env_seen = np.bincount(
+                    self.catalog.env, weights=self.stats.n_at(step), minlength=self.catalog.n_envs
+                )
+                evidence = (out.own_sd < np.inf) | ~np.isnan(out.b_W) | ~np.isnan(out.b_X)
+                evidence |= env_seen[self.catalog.env] > 0
+                confidence = out.sd / self.cfg.residual_prior_sd
+                predicted = Predicted(out.v_hat, evidence, self.stats.n_at(step), out.v_opt, confidence)
+            else:
+                c = self.predictor.components(self.stats, step)
+                v_hat, u = self.predictor.fuse(c)
+                predicted = Predicted(v_hat, (c.n + c.N_W + c.N_X) > 0, c.n, None, u)
+            self._cache = (step, predicted)
+        return self._cache[1]
 
     def predict(self, step: int | None = None) -> pd.DataFrame:
-        """Per task: predicted_variance (v_hat), uncertainty (u), own (m_i), within (v_W), cross (v_X)."""
+        """Per task: predicted_variance (v_hat), uncertainty (u in (0, 1]), and the variance each source alone
+        implies: own (own history), within (W neighbours), cross (X neighbours); NaN = no evidence."""
         step = self.current_step if step is None else self._check_step(step)
-        return self.predictor.predict_frame(self.stats, step, self.catalog.task_ids)
+        if self.outcome is None:
+            return self.predictor.predict_frame(self.stats, step, self.catalog.task_ids)
+        out = self.outcome.predict(step)
+        own_z = out.f + np.where(out.own_sd < np.inf, self.outcome.m, 0.0)
+        nan_where = lambda values, missing: np.where(missing, np.nan, values)  # noqa: E731
+        return pd.DataFrame(
+            {
+                "task_id": self.catalog.task_ids,
+                "predicted_variance": out.v_hat,
+                "uncertainty": out.sd / self.cfg.residual_prior_sd,
+                "own": nan_where(self.outcome.variance_at(own_z), out.own_sd == np.inf),
+                "within": nan_where(
+                    self.outcome.variance_at(out.f + np.nan_to_num(out.b_W)), np.isnan(out.b_W)
+                ),
+                "cross": nan_where(
+                    self.outcome.variance_at(out.f + np.nan_to_num(out.b_X)), np.isnan(out.b_X)
+                ),
+            }
+        )
 
     # --- selection ----------------------------------------------------------------------------------
     @staticmethod
@@ -140,14 +191,16 @@ class EnvSched:
         step = self._check_step(step)
         self.current_step = max(self.current_step, step)
         cfg, env = self.cfg, self.catalog.env
-        v_hat, has_evidence, n = self._predicted(step)
+        predicted = self._predicted(step)
+        v_hat = predicted.v_hat
         room = np.full(self.catalog.n_envs, cfg.env_quota, dtype=np.int64)  # quota left per environment
         chosen = np.zeros(len(self.catalog), dtype=bool)
 
         exploit = np.zeros(0, np.int64)
-        if self.stats.any_observed and cfg.n_exploit > 0:  # step 1 (no history) is all coverage
-            exploit = self._select_exploit(v_hat, has_evidence, room, chosen, cfg.n_exploit)
-        coverage = self._select_coverage(n, room, chosen, cfg.batch_size - len(exploit))
+        n_exploit = self.exploit_slots(predicted)
+        if self.stats.any_observed and n_exploit > 0:  # step 1 (no history) is all coverage
+            exploit = self._select_exploit(v_hat, predicted.has_evidence, room, chosen, n_exploit)
+        coverage = self._select_coverage(predicted, room, chosen, cfg.batch_size - len(exploit))
         rows = np.concatenate([exploit, coverage])
         return pd.DataFrame(
             {
@@ -157,6 +210,22 @@ class EnvSched:
                 "predicted_variance": v_hat[rows],
             }
         )
+
+    def exploit_slots(self, predicted: Predicted) -> int:
+        """(1 - rho_t) B; with adaptive rho, rho_t = rho_min + (rho - rho_min) * u, u = the mean relative
+        posterior sd of the (1 - rho) B best-predicted tasks (confident predictions need less coverage)."""
+        cfg = self.cfg
+        if not cfg.adaptive_rho or predicted.v_opt is None or cfg.n_exploit == 0:
+            return cfg.n_exploit
+        candidates = np.flatnonzero(predicted.has_evidence)
+        if len(candidates) == 0:
+            return cfg.n_exploit
+        k = min(cfg.n_exploit, len(candidates))
+        top = candidates[np.argpartition(-predicted.v_hat[candidates], k - 1)[:k]]
+        u = float(np.clip(predicted.uncertainty[top].mean(), 0.0, 1.0))
+        rho_min = min(cfg.rho_min, cfg.rho)
+        rho_t = rho_min + (cfg.rho - rho_min) * u
+        return int(round((1.0 - rho_t) * cfg.batch_size))
 
     def _take(self, row: int, room: np.ndarray, chosen: np.ndarray) -> None:
         room[self.catalog.env[row]] -= 1
@@ -186,10 +255,16 @@ class EnvSched:
             max_sim = np.maximum(max_sim, sim[k])
         return np.asarray(picks, dtype=np.int64)
 
-    def _select_coverage(self, n, room, chosen, slots: int) -> np.ndarray:
-        """Greedy under-observation score; counts include this batch's picks, so the batch spreads out."""
+    def _select_coverage(self, predicted: Predicted, room, chosen, slots: int) -> np.ndarray:
+        """Greedy under-observation score (plus, when informed, the optimistic predicted variance over its
+        maximum); counts include this batch's picks, so the batch spreads out."""
         if slots <= 0:
             return np.zeros(0, np.int64)
+        n = predicted.n
+        informed = np.zeros(len(self.catalog))
+        if self.cfg.informed_coverage and predicted.v_opt is not None and self.stats.any_observed:
+            v_opt = predicted.v_opt
+            informed = self.cfg.coverage_informativeness * v_opt / max(float(v_opt.max()), 1e-12)
         cfg, env, pattern, tools = self.cfg, self.catalog.env, self.patterns, self.catalog.tools
         N_env = np.bincount(env, weights=n, minlength=self.catalog.n_envs)
         N_pattern = np.bincount(pattern, weights=n, minlength=pattern.max() + 1)
@@ -209,6 +284,7 @@ class EnvSched:
                 + cfg.new_env_bonus * (batch_env[e] == 0)
                 + cfg.new_tool_bonus
                 * np.divide(new_tools, tool_count[rows], out=np.zeros(len(rows)), where=tool_count[rows] > 0)
+                + informed[rows]
                 + jitter[rows]
             )
 
@@ -247,6 +323,9 @@ class EnvSched:
             variance = part["variance"].to_numpy()
             # the prediction as it stood before this visit, paired with what was realised
             self.predictor.record(self.predictor.components(self.stats, step, rows), variance)
+            if self.outcome is not None:
+                trials = part["size"].to_numpy(dtype=float)
+                self.outcome.update(rows, step, part["mean"].to_numpy(), variance, trials)
             self.stats.update(rows, step, variance, part["mean"].to_numpy())
             self.current_step = max(self.current_step, step)
         self.predictor.refit()
@@ -272,6 +351,7 @@ class EnvSched:
             "config": self.cfg.to_dict(),
             "stats": self.stats.state_dict(),
             "predictor": self.predictor.state_dict(),
+            "outcome": self.outcome.state_dict() if self.outcome is not None else {},
             "rng": self.rng.bit_generator.state,
             "cross_candidates": self.cross_candidates.copy(),
             "cross_edges": tuple(a.copy() for a in self.cross_edges),
@@ -293,6 +373,8 @@ class EnvSched:
             raise ValueError(f"EnvSched: state was saved under a different config (fields {changed}).")
         self.stats.load_state_dict(state["stats"])
         self.predictor.load_state_dict(state["predictor"])
+        if self.outcome is not None:
+            self.outcome.load_state_dict(state["outcome"])
         self.rng.bit_generator.state = state["rng"]
         self.cross_candidates = np.array(state["cross_candidates"], copy=True)
         self.patterns = np.array(state["patterns"], copy=True)

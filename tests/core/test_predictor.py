@@ -33,7 +33,8 @@ def test_predictor_fusion_matches_hand_computation():
 def test_predictor_moves_prediction_toward_observed_neighbours_only():
     tasks = make_tasks(n_envs=3, per_env=6)
     catalog = TaskCatalog.from_frame(tasks)
-    sched = EnvSched(catalog, SchedulerConfig(batch_size=4, use_cross_edges=False), seed=0)
+    cfg = SchedulerConfig(batch_size=4, use_cross_edges=False, predictor="variance")  # the paper's fusion
+    sched = EnvSched(catalog, cfg, seed=0)
     sched.observe(
         group("e0-t0", 1, [1, 0, 1, 0, 1, 0, 1, 0])
     )  # variance 0.25 against prior 0.05 -> v_0 = 0.25

@@ -1,0 +1,272 @@
+"""Scheduler evaluation suite: every scheduler on many simulator worlds, per world regime.
+
+    PYTHONPATH=. .venv/bin/python bench/scheduler_suite.py --quick        # ~10 min on 2 idle cores
+    PYTHONPATH=. .venv/bin/python bench/scheduler_suite.py                # full: 100k-task regime, more
+    ... --regimes paper,no-info --schedulers random,dps,envsched --world-seeds 0,1,2   # tuning subsets
+
+Regimes come from `envsched_core.worlds.REGIMES` (shared vs private difficulty, reward sparsity incl.
+the paper's Table 2 regime, binary vs graded, catalogue size, learning rate / drift / forgetting, few
+large vs many small environments, and a scrambled catalogue where embedding and signatures carry no
+information). Each regime is drawn with several *world* seeds (new tasks, skills and catalogue); the
+report seeds (default 100..) are disjoint from the seeds used while tuning (0..4).
+
+Per regime and scheduler, over worlds (95% t-intervals): steps and rollouts until the held-out score
+reaches what random reaches at step T (a world where the target is never reached within the horizon
+counts as horizon + 1 steps and the rollouts spent by then: a lower bound, flagged by `reached`);
+the paper's Table 2 statistics (mean / median selected variance, median reward, environments and tools
+per batch, over the horizon); exploitation hit rate at steps 1 and 7. The best scheduler of a regime has
+the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
+the best includes 0. The last line is machine-checkable:
+
+    summary: envsched best or tied in X/Y regimes; paper-regime steps saved vs random Z.ZZx; vs best baseline W.WWx
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+from threadpoolctl import threadpool_limits
+
+from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
+from envsched_core.baselines import (
+    DAPOConfig,
+    DAPODynamicSampling,
+    DPSConfig,
+    DPSScheduler,
+    GRESOConfig,
+    GRESOScheduler,
+    MoPPSConfig,
+    MoPPSScheduler,
+    RandomScheduler,
+)
+from envsched_core.simulator import Simulator, run_campaign, steps_to_target
+from envsched_core.worlds import REGIMES, Regime
+
+BASELINES: dict[str, Callable] = {
+    "random": lambda cat, b: RandomScheduler(cat, DAPOConfig(batch_size=b)),
+    "dapo": lambda cat, b: DAPODynamicSampling(cat, DAPOConfig(batch_size=b)),
+    "dapo-1x": lambda cat, b: DAPODynamicSampling(
+        cat, DAPOConfig(batch_size=b, gen_batch_ratio=1.0, max_num_gen_batches=4)
+    ),
+    "greso": lambda cat, b: GRESOScheduler(cat, GRESOConfig(batch_size=b)),
+    "mopps": lambda cat, b: MoPPSScheduler(cat, MoPPSConfig(batch_size=b)),
+    "dps": lambda cat, b: DPSScheduler(cat, DPSConfig(batch_size=b)),
+}
+# EnvSched and its ablations: SchedulerConfig overrides. Each piece of the predictor/selection is
+# switched off alone; "paper" is the paper's predictor (discounted mean observed variance, fused).
+ABLATIONS: dict[str, dict] = {
+    "envsched": {},
+    "es:paper-predictor": {"predictor": "variance"},
+    "es:no-global": {"use_global_model": False},
+    "es:within-only": {"use_cross_edges": False},
+    "es:cross-only": {"use_within_edges": False},
+    "es:uninformed-coverage": {"informed_coverage": False},
+    "es:fixed-rho": {"adaptive_rho": False},
+    "es:rho=1": {"rho": 1.0, "adaptive_rho": False},
+    "es:eta=0": {"eta": 0.0},
+}
+QUICK_ABLATION_REGIMES = ("paper", "default", "no-info")
+
+
+@dataclass
+class World:
+    regime: Regime
+    seed: int
+    sim: Simulator
+    catalog: TaskCatalog
+
+
+def t_interval(values) -> tuple[float, float]:
+    """(mean, half-width of the 95% t-interval); half-width 0 for one value."""
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    if len(values) == 1:
+        return float(values[0]), 0.0
+    half = scipy_stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    return float(values.mean()), float(half)
+
+
+def fmt(values, digits: int = 1) -> str:
+    mean, half = t_interval(values)
+    if np.isnan(mean):
+        return "n/a"
+    return f"{mean:,.{digits}f} ± {half:,.{digits}f}"
+
+
+def make_world(regime: Regime, seed: int, quick: bool) -> World:
+    sim = regime.world(seed, quick)
+    return World(regime, seed, sim, TaskCatalog.from_frame(sim.catalog_frame()))
+
+
+def scheduler_for(world: World, name: str, run_seed: int):
+    b = world.regime.batch_size
+    if name in BASELINES:
+        sched = BASELINES[name](world.catalog, b)
+        sched.rng = np.random.default_rng(run_seed)
+        if hasattr(sched, "sampler"):
+            sched.sampler.perm = sched.rng.permutation(sched.n_tasks)
+        return sched
+    config = SchedulerConfig(batch_size=b, group_size=world.sim.config.group_size, **ABLATIONS[name])
+    return EnvSched(world.catalog, config, seed=run_seed)
+
+
+def run_world(world: World, names: list[str], horizon: int, target_step: int) -> dict[str, dict]:
+    """Every scheduler on one world (run seed = world seed); per scheduler its per-world numbers."""
+    out: dict[str, dict] = {}
+    runs: dict[str, pd.DataFrame] = {}
+    for name in names:
+        sched = scheduler_for(world, name, world.seed)
+        runs[name] = run_campaign(sched, world.sim.reset(world.seed), horizon)
+    target = float(runs["random"]["heldout"].iloc[target_step - 1])
+    for name, m in runs.items():
+        steps, rollouts = steps_to_target(m, target)
+        reached = not np.isnan(steps)
+        out[name] = {
+            "steps": steps if reached else horizon + 1,
+            "rollouts": rollouts if reached else float(m["cum_rollouts"].iloc[-1]),
+            "reached": reached,
+            "mean_var": m["mean_var"].mean(),
+            "median_var": m["median_var"].mean(),
+            "median_reward": m["median_reward"].mean(),
+            "envs": m["envs"].mean(),
+            "tools": m["tools"].mean(),
+            "hit1": m["hit_rate"].iloc[0],
+            "hit7": m["hit_rate"].iloc[6],
+            "trained": m["trained_groups"].mean() / world.regime.batch_size,
+        }
+    return out
+
+
+def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataFrame:
+    rows = []
+    random_var = np.mean([w["random"]["mean_var"] for w in per_world])
+    for name in names:
+        col = {k: [w[name][k] for w in per_world] for k in per_world[0][name]}
+        rows.append(
+            {
+                "scheduler": name,
+                "steps to target": fmt(col["steps"]),
+                "rollouts to target": fmt(col["rollouts"], 0),
+                "reached": f"{int(np.sum(col['reached']))}/{len(per_world)}",
+                "mean var": round(float(np.mean(col["mean_var"])), 4),
+                "var / random": round(float(np.mean(col["mean_var"])) / max(random_var, 1e-12), 2),
+                "median var": round(float(np.mean(col["median_var"])), 4),
+                "median reward": round(float(np.mean(col["median_reward"])), 3),
+                "envs": round(float(np.mean(col["envs"])), 1),
+                "tools": round(float(np.mean(col["tools"])), 1),
+                "hit@1": _mean_or_dash(col["hit1"]),
+                "hit@7": _mean_or_dash(col["hit7"]),
+                "trained share": round(float(np.mean(col["trained"])), 3),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _mean_or_dash(values) -> str:
+    values = np.asarray(values, dtype=float)
+    return "-" if np.isnan(values).all() else f"{np.nanmean(values):.3f}"
+
+
+def verdict(per_world: list[dict[str, dict]], names: list[str]) -> tuple[str, bool, float, float]:
+    """(best scheduler, envsched best or tied, envsched / random steps ratio, best baseline / envsched)."""
+    candidates = [n for n in names if n in BASELINES or n == "envsched"]
+    rollouts = {n: np.array([w[n]["rollouts"] for w in per_world]) for n in candidates}
+    steps = {n: np.array([w[n]["steps"] for w in per_world]) for n in candidates}
+    best = min(candidates, key=lambda n: rollouts[n].mean())
+    ok = best == "envsched"
+    if not ok and "envsched" in candidates:
+        low = t_interval(rollouts["envsched"] - rollouts[best])
+        ok = low[0] - low[1] <= 0.0
+    baselines = [n for n in candidates if n != "envsched"]
+    best_baseline_steps = min(steps[n].mean() for n in baselines if n != "random")
+    es = steps["envsched"].mean() if "envsched" in steps else float("nan")
+    return best, ok, steps["random"].mean() / es, best_baseline_steps / es
+
+
+def main() -> None:
+    with threadpool_limits(limits=1):  # small matrices: BLAS threads only thrash on a shared machine
+        run_suite()
+
+
+def run_suite() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small worlds, 5 seeds, ablations in 3 regimes")
+    parser.add_argument("--regimes", default=None, help="comma list (default: all)")
+    parser.add_argument(
+        "--schedulers", default=None, help="comma list (default: baselines, envsched, ablations)"
+    )
+    parser.add_argument("--world-seeds", default=None, help="comma list (default 100..104; 100..107 full)")
+    parser.add_argument("--target-step", type=int, default=60, help="T: random's step-T score is the target")
+    parser.add_argument("--horizon", type=int, default=None, help="steps run (default 2 T)")
+    args = parser.parse_args()
+    regimes = args.regimes.split(",") if args.regimes else list(REGIMES)
+    unknown = [r for r in regimes if r not in REGIMES]
+    if unknown:
+        parser.error(f"unknown regime(s) {unknown}; known: {list(REGIMES)}")
+    default_names = [*BASELINES, *ABLATIONS]
+    names = args.schedulers.split(",") if args.schedulers else default_names
+    unknown = [n for n in names if n not in BASELINES and n not in ABLATIONS]
+    if unknown:
+        parser.error(f"unknown scheduler(s) {unknown}; known: {default_names}")
+    if "random" not in names:
+        names = ["random", *names]
+    seeds = (
+        [int(s) for s in args.world_seeds.split(",")]
+        if args.world_seeds
+        else list(range(100, 105 if args.quick else 108))
+    )
+    horizon = args.horizon or 2 * args.target_step
+    t_start = time.perf_counter()
+    verdicts = {}
+    for name in regimes:
+        regime = REGIMES[name]
+        run_names = [
+            n
+            for n in names
+            if n in BASELINES
+            or n == "envsched"
+            or not args.quick
+            or args.schedulers
+            or name in QUICK_ABLATION_REGIMES
+        ]
+        t0 = time.perf_counter()
+        per_world = []
+        for seed in seeds:
+            world = make_world(regime, seed, args.quick)
+            per_world.append(run_world(world, run_names, horizon, args.target_step))
+        config = regime.sim_config(args.quick)
+        title = (
+            f"[{name}] {regime.description}; {config.n_envs} envs x {config.tasks_per_env} tasks, "
+            f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
+            f"step-{args.target_step} held-out score, horizon {horizon} ({time.perf_counter() - t0:.0f}s)"
+        )
+        print(f"\n{title}\n" + "-" * min(len(title), 110))
+        print(regime_table(per_world, run_names).to_string(index=False))
+        verdicts[name] = verdict(per_world, run_names)
+        best, ok, vs_random, vs_best = verdicts[name]
+        print(
+            f"best: {best}; envsched best or tied: {'yes' if ok else 'no'}; "
+            f"steps saved vs random {vs_random:.2f}x, vs best baseline {vs_best:.2f}x",
+            flush=True,
+        )
+    print(f"\ntotal {time.perf_counter() - t_start:.0f}s")
+    n_ok = sum(v[1] for v in verdicts.values())
+    paper = verdicts.get("paper", (None, False, float("nan"), float("nan")))
+    print(
+        f"summary: envsched best or tied in {n_ok}/{len(verdicts)} regimes; "
+        f"paper-regime steps saved vs random {paper[2]:.2f}x; vs best baseline {paper[3]:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""OutcomeModel: predicts every task's success rate, and from it its GRPO-group reward variance.
+
+EnvSched's predictor (DESIGN.md, "Prediction"). The paper's predictor averages each task's noisy
+observed group variance; this one models the outcome that causes the variance, with dynamics:
+
+    z_i(t) = f_t(x_i) + b_i,      p_i = sigmoid(z_i),      v_hat_i = c_e(i) (G - 1)/G E[p_i (1 - p_i)]
+
+* f_t, the global model: an online ridge logistic regression over task features x_i (intercept,
+  environment, tools, tool base names, the standardised cross-env signature, the text embedding),
+  refit after every step on the recent groups of *all* tasks, each weighted global_decay^age. It
+  tracks the moving policy: what one task's rollouts teach about its environment, tools and kind of
+  interaction reaches every task that shares them, seen or not.
+* b_i, the task's own residual: a Gaussian posterior N(m_i, 1/P_i) over how much easier or harder
+  the task is than f predicts, updated by a Laplace (Newton) step on each visit's binomial
+  likelihood, its precision forgotten at residual_decay per step of age (the policy moves).
+* Propagation (the dual-relation graph): an unseen or stale task's residual prior is the
+  precision-weighted residual of its neighbours along W and X,
+      b0_i = (a_W sum_j w_ij P_j m_j + a_X sum_j x_ij P_j m_j) / (a_W N_W + a_X N_X + P_0),
+  with N_r = sum_j w_ij P_j, so a task moves toward its observed neighbours, not across unrelated ones.
+  Its prior precision is P_0 + a_W N_W + a_X N_X (P_0 = residual_prior_sd^-2).
+* c_e, the dispersion of environment e: realised group variance / (mean (1 - mean)) over its groups,
+  shrunk to the global ratio; 1 for binary rewards, about 1/K for K equally weighted partial checks.
+  This is "variance from the success rate, corrected for graded rewards".
+* E[p(1 - p)] integrates over the posterior of z (5-point Gauss-Hermite), so an uncertain prediction
+  is not taken at face value; the optimistic variance used by coverage moves z toward 0 (the most
+  informative logit) by ``optimism`` posterior standard deviations.
+
+Everything is a few sparse mat-vecs over the catalogue, so predicting 1M tasks stays well under a
+second; the refit touches only the last ``global_window`` groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.optimize import minimize
+
+from .catalog import TaskCatalog
+from .config import SchedulerConfig
+
+# Gauss-Hermite (probabilists') nodes and weights for E over z ~ N(mean, sd^2), 5 points.
+_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
+_GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
+NEWTON_STEPS = 3  # Newton iterations of a visit's Laplace update (converges in 2-3 for G <= 64)
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free logistic
+
+
+def task_features(catalog: TaskCatalog) -> sp.csr_matrix:
+    """(N, F) sparse part of x_i: intercept, environment one-hot, tools and tool base names (row shares).
+
+    A tool's base name is the part after its last '.', so "env3.get_order" and "env9.get_order" share
+    one (the same operation offered by two environments); a task's tool columns sum to 1.
+    """
+    n = len(catalog)
+    intercept = sp.csr_matrix(np.ones((n, 1)))
+    env = sp.csr_matrix((np.ones(n), (np.arange(n), catalog.env)), shape=(n, catalog.n_envs))
+    base_names = pd.Series(catalog.tool_names, dtype=object).astype(str).str.rsplit(".", n=1).str[-1]
+    base_code, base_vocab = pd.factorize(base_names) if len(base_names) else (np.zeros(0, np.int64), [])
+    to_base = sp.csr_matrix(
+        (np.ones(len(base_code)), (np.arange(len(base_code)), base_code)),
+        shape=(len(catalog.tool_names), len(base_vocab)),
+    )
+    tools = catalog.tools.astype(np.float64)
+    count = np.asarray(tools.getnnz(axis=1), dtype=float)
+    share = sp.diags(np.divide(1.0, count, out=np.zeros(n), where=count > 0))
+    base = (tools @ to_base).minimum(1.0)
+    return sp.hstack([intercept, env, share @ tools, share @ base], format="csr")
+
+
+@dataclass
+class Prediction:
+    """Per-task outputs of the outcome model at one step (all arrays aligned with the catalogue)."""
+
+    z: np.ndarray  # posterior mean logit f + b
+    sd: np.ndarray  # posterior sd of the residual (the logit's uncertainty)
+    v_hat: np.ndarray  # expected group variance
+    v_opt: np.ndarray  # optimistic expected group variance (coverage)
+    own_sd: np.ndarray  # sd of the own-history message (inf where never seen)
+    b_W: np.ndarray  # within-propagated residual (NaN without evidence)
+    b_X: np.ndarray  # cross-propagated residual
+    f: np.ndarray  # global-model logit
+
+
+class OutcomeModel:
+    """Global online logistic model + per-task residual posteriors + residual propagation along W and X."""
+
+    def __init__(self, catalog: TaskCatalog, cfg: SchedulerConfig, W_within, W_cross):
+        self.catalog, self.cfg = catalog, cfg
+        self.W_within = W_within if cfg.use_within_edges else None
+        self.W_cross = W_cross if cfg.use_cross_edges else None
+        n = len(catalog)
+        self.features = task_features(catalog)  # (N, F) sparse part of x_i
+        self.n_sparse = self.features.shape[1]
+        dense = (catalog.signature.shape[1], catalog.embeddings.shape[1]) if cfg.use_global_model else (0, 0)
+        self.n_dense = dense
+        self.w = np.zeros(self.n_sparse + sum(dense))  # global weights, intercept first
+        self.m = np.zeros(n)  # own residual message mean
+        self.P = np.zeros(n)  # own residual message precision, as of last_step
+        self.last_step = np.full(n, -1, dtype=np.int64)
+        n_env = catalog.n_envs
+        self.disp_num = np.zeros(n_env)  # sum of realised variances per environment
+        self.disp_den = np.zeros(n_env)  # sum of mean (1 - mean) per environment
+        # recent groups for the global refit: task row, step, mean reward, trials
+        self.buffer = np.zeros((0, 4))
+        self.n_fits = 0
+
+    def set_cross(self, W_cross) -> None:
+        self.W_cross = W_cross if self.cfg.use_cross_edges else None
+
+    # --- global model ---------------------------------------------------------------------------
+    def _dense(self, rows: np.ndarray | None) -> np.ndarray:
+        sig, emb = self.catalog.signature, self.catalog.embeddings
+        if rows is not None:
+            sig, emb = sig[rows], emb[rows]
+        return sig, emb
+
+    def global_logit(self, rows: np.ndarray | None = None, w: np.ndarray | None = None) -> np.ndarray:
+        """f(x_i) for ``rows`` (default: every task)."""
+        w = self.w if w is None else w
+        X = self.features if rows is None else self.features[rows]
+        f = X @ w[: self.n_sparse]
+        if self.cfg.use_global_model:
+            sig, emb = self._dense(rows)
+            k = self.n_sparse
+            f = f + sig @ w[k : k + self.n_dense[0]] + emb @ w[k + self.n_dense[0] :]
+        else:  # without the global model only the intercept and the environment effect remain
+            pass
+        return np.asarray(f, dtype=float)
+
+    def _fit_global(self, step: int) -> None:
+        """Ridge logistic regression of the buffered groups' mean rewards on x_i, offset by b_i."""
+        if len(self.buffer) == 0:
+            return
+        rows = self.buffer[:, 0].astype(np.int64)
+        age = np.maximum(step - self.buffer[:, 1], 0)
+        y, trials = self.buffer[:, 2], self.buffer[:, 3]
+        weight = trials * self.cfg.global_decay**age
+        X = self.features[rows]
+        if not self.cfg.use_global_model:  # intercept + environment only
+            keep = np.zeros(self.n_sparse, dtype=bool)
+            keep[: 1 + self.catalog.n_envs] = True
+            X = X[:, np.flatnonzero(keep)]
+            n_w = X.shape[1]
+            dense = np.zeros((len(rows), 0))
+        else:
+            sig, emb = self._dense(rows)
+            dense = np.hstack([sig, emb]).astype(float)
+            n_w = self.n_sparse
+        offset = self.residual_mean(step, rows)
+        ridge = np.full(n_w + dense.shape[1], self.cfg.global_ridge)
+        ridge[0] = 1e-6  # the intercept is barely penalised
+        start = np.concatenate([self.w[:n_w], self.w[self.n_sparse :]])
+
+        def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+            z = X @ w[:n_w] + dense @ w[n_w:] + offset
+            nll = np.sum(weight * (np.logaddexp(0.0, z) - y * z))
+            r = weight * (sigmoid(z) - y)
+            grad = np.concatenate([X.T @ r, dense.T @ r]) + ridge * w
+            return nll + 0.5 * np.sum(ridge * w * w), grad
+
+        fit = minimize(loss, start, jac=True, method="L-BFGS-B", options={"maxiter": self.cfg.global_iters})
+        self.w[:n_w] = fit.x[:n_w]
+        self.w[self.n_sparse :] = fit.x[n_w:]
+        self.n_fits += 1
+
+    # --- residuals ------------------------------------------------------------------------------
+    def own_precision(self, step: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """P_i forgotten to ``step``: P_i residual_decay^(step - last_step_i); 0 for unseen tasks."""
+        P, last = (self.P, self.last_step) if rows is None else (self.P[rows], self.last_step[rows])
+        age = np.maximum(step - last, 0)
+        return np.where(last >= 0, P * self.cfg.residual_decay**age, 0.0)
+
+    def _propagate(self, W, Pm: np.ndarray, P: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
+        if W is None:
+            size = len(P) if rows is None else len(rows)
+            return np.zeros(size), np.zeros(size)
+        W_rows = W if rows is None else W[rows]
+        return W_rows @ P, W_rows @ Pm  # N_r, N_r b_r
+
+    def residual_prior(self, step: int, rows: np.ndarray | None = None):
+        """(b0, prior precision, N_W, S_W, N_X, S_X) of the residual from the neighbours along W and X."""
+        P = self.own_precision(step)
+        Pm = P * self.m
+        N_W, S_W = self._propagate(self.W_within, Pm, P, rows)
+        N_X, S_X = self._propagate(self.W_cross, Pm, P, rows)
+        a_W, a_X, P0 = self.cfg.a_within, self.cfg.a_cross, self.cfg.residual_prior_sd**-2
+        precision = P0 + a_W * N_W + a_X * N_X
+        return (a_W * S_W + a_X * S_X) / precision, precision, N_W, S_W, N_X, S_X
+
+    def residual_mean(self, step: int, rows: np.ndarray | None = None) -> np.ndarray:
+        b0, Q0, *_ = self.residual_prior(step, rows)
+        P = self.own_precision(step, rows)
+        m = self.m if rows is None else self.m[rows]
+        return (Q0 * b0 + P * m) / (Q0 + P)
+
+    # --- dispersion -------------------------------------------------------------------------------
+    def dispersion(self) -> np.ndarray:
+        """c_e per environment: realised variance / mean (1 - mean), shrunk to the pooled ratio."""
+        k = self.cfg.dispersion_prior_groups
+        pooled = (self.disp_num.sum() + k) / (self.disp_den.sum() + k)  # prior ratio 1 (binary rewards)
+        return (self.disp_num + k * pooled) / (self.disp_den + k)
+
+    # --- prediction -------------------------------------------------------------------------------
+    def predict(self, step: int) -> Prediction:
+        cfg, g = self.cfg, self.cfg.group_size
+        f = self.global_logit()
+        b0, Q0, N_W, S_W, N_X, S_X = self.residual_prior(step)
+        P = self.own_precision(step)
+        Q = Q0 + P
+        z = f + (Q0 * b0 + P * self.m) / Q
+        sd = Q**-0.5
+        c = self.dispersion()[self.catalog.env] * (g - 1) / g
+        p = sigmoid(z[:, None] + sd[:, None] * _GH_NODES[None, :])  # (N, 5)
+        v_hat = c * ((p * (1.0 - p)) @ _GH_WEIGHTS)
+        z_opt = np.sign(z) * np.maximum(np.abs(z) - cfg.optimism * sd, 0.0)
+        p_opt = sigmoid(z_opt)
+        v_opt = c * p_opt * (1.0 - p_opt)
+        ratio = lambda s, n: np.divide(s, n, out=np.full(len(n), np.nan), where=n > 0)  # noqa: E731
+        own_sd = np.divide(1.0, np.sqrt(P), out=np.full(len(P), np.inf), where=P > 0)
+        return Prediction(z, sd, v_hat, v_opt, own_sd, ratio(S_W, N_W), ratio(S_X, N_X), f)
+
+    def variance_at(self, z: np.ndarray) -> np.ndarray:
+        """Expected group variance at logit z (no posterior spread), per task."""
+        g = self.cfg.group_size
+        p = sigmoid(z)
+        return self.dispersion()[self.catalog.env] * (g - 1) / g * p * (1.0 - p)
+
+    # --- learning ---------------------------------------------------------------------------------
+    def update(self, rows: np.ndarray, step: int, mean: np.ndarray, variance: np.ndarray, trials: np.ndarray):
+        """Fold one step's groups (unique task rows) into the global model, then residuals and dispersion.
+
+        The global model is refit first, so a first visit's outcome is explained by what the task shares
+        with others before the rest is attributed to the task itself (its residual).
+        """
+        fresh = np.column_stack([rows, np.full(len(rows), step), mean, trials]).astype(float)
+        self.buffer = np.vstack([self.buffer, fresh])[-self.cfg.global_window :]
+        self._fit_global(step)
+        f = self.global_logit(rows)
+        b0, Q0, *_ = self.residual_prior(step, rows)
+        P = self.own_precision(step, rows)
+        Qp = Q0 + P  # prior of this visit: neighbours + own history so far
+        mu = (Q0 * b0 + P * self.m[rows]) / Qp
+        b = mu.copy()
+        for _ in range(
+            NEWTON_STEPS
+        ):  # MAP of N(b; mu, 1/Qp) x Binomial(mean * trials; trials, sigmoid(f + b))
+            p = sigmoid(f + b)
+            grad = trials * (mean - p) - Qp * (b - mu)
+            hess = trials * p * (1.0 - p) + Qp
+            b = b + grad / hess
+        p = sigmoid(f + b)
+        Q = Qp + trials * p * (1.0 - p)  # Laplace posterior precision
+        P_new = Q - Q0  # the own-history message: posterior / neighbour prior
+        self.m[rows] = (Q * b - Q0 * b0) / P_new
+        self.P[rows] = P_new
+        self.last_step[rows] = np.maximum(self.last_step[rows], step)
+        np.add.at(self.disp_num, self.catalog.env[rows], variance)
+        np.add.at(self.disp_den, self.catalog.env[rows], mean * (1.0 - mean))
+
+    # --- persistence -------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "w": self.w.copy(),
+            "m": self.m.copy(),
+            "P": self.P.copy(),
+            "last_step": self.last_step.copy(),
+            "disp_num": self.disp_num.copy(),
+            "disp_den": self.disp_den.copy(),
+            "buffer": self.buffer.copy(),
+            "n_fits": self.n_fits,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if len(state["m"]) != len(self.m) or len(state["w"]) != len(self.w):
+            raise ValueError(
+                f"OutcomeModel: state has {len(state['m'])} tasks / {len(state['w'])} weights, "
+                f"this catalogue {len(self.m)} / {len(self.w)}."
+            )
+        for key in ("w", "m", "P", "last_step", "disp_num", "disp_den"):
+            setattr(self, key, np.array(state[key], copy=True))
+        self.buffer = np.array(state["buffer"], dtype=float, copy=True).reshape(-1, 4)
+        self.n_fits = int(state["n_fits"])

@@ -1,0 +1,151 @@
+import numpy as np
+import pandas as pd
+import pytest
+from task_frames import group, make_tasks
+
+from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
+from envsched_core.graph import propagation_matrix
+from envsched_core.outcome import OutcomeModel, sigmoid, task_features
+
+
+def p_mixed(p: float, g: int = 8) -> float:
+    """Probability that a group of g Bernoulli(p) rollouts is neither all-fail nor all-pass."""
+    return 1.0 - p**g - (1.0 - p) ** g
+
+
+def model(catalog: TaskCatalog, cfg: SchedulerConfig, edges=None) -> OutcomeModel:
+    W = None
+    if edges is not None:
+        src, dst = np.array(edges).T
+        W = propagation_matrix(src, dst, np.full(len(src), 0.9), len(catalog), cfg.temperature)
+    return OutcomeModel(catalog, cfg, W, None)
+
+
+def observe(m: OutcomeModel, rows, step: int, successes, g: int = 8) -> None:
+    mean = np.asarray(successes, dtype=float) / g
+    m.update(np.asarray(rows), step, mean, mean * (1 - mean), np.full(len(rows), float(g)))
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return TaskCatalog.from_frame(make_tasks(n_envs=3, per_env=6))
+
+
+def test_outcome_rising_success_moves_task_toward_mixed_then_all_pass(catalog):
+    cfg = SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0)
+    m = model(catalog, cfg)
+    others = np.arange(6, 18)  # the other environments keep failing, so the intercept stays low
+    observe(m, others, 1, [0] * 12)
+    observe(m, [0], 1, [0])
+    p_fail = sigmoid(m.predict(2).z[0])
+    for step in (2, 3):
+        observe(m, [0], step, [4])
+    p_mid = sigmoid(m.predict(4).z[0])
+    for step in range(4, 12):
+        observe(m, [0], step, [8])
+    p_pass = sigmoid(m.predict(12).z[0])
+    assert p_fail < 0.1 < p_mid < p_pass
+    assert p_mixed(p_mid) > p_mixed(p_fail)  # all-fail -> mixed
+    assert p_pass > 0.8 and p_mixed(p_pass) < p_mixed(p_mid)  # mixed -> all-pass
+
+
+def test_outcome_propagation_moves_unseen_task_toward_neighbours_and_not_across(catalog):
+    cfg = SchedulerConfig(use_cross_edges=False, use_global_model=False)
+    # environment 0: task 0 passes, task 3 fails; W links 0-1 and 3-4; task 2 has no edge
+    m = model(catalog, cfg, edges=[(0, 1), (1, 0), (3, 4), (4, 3)])
+    for step in (1, 2):
+        observe(m, [0, 3], step, [8, 0])
+    out = m.predict(3)
+    assert out.z[1] > out.z[2] > out.z[4]  # toward the passing and the failing neighbour respectively
+    assert np.isnan(out.b_W[2]) and out.b_W[1] > 0 > out.b_W[4]
+    assert out.sd[1] < out.sd[2]  # a neighbour's evidence also narrows the posterior
+
+
+def test_outcome_global_model_transfers_a_tool_across_environments():
+    rows = []
+    for e in range(3):  # environments 0 and 1 observed, 2 never: each has an easy and a hard tool
+        for j, tool in enumerate(["get_order", "delete_user"] * 3):
+            rows.append(
+                {"task_id": f"e{e}-t{j}", "env_id": f"env{e}", "text": "x", "tools": [f"env{e}.{tool}"]}
+            )
+    frame = pd.DataFrame(rows)
+    frame["embedding"] = [np.eye(4)[e] for e in range(3) for _ in range(6)]
+    catalog = TaskCatalog.from_frame(frame)
+    m = model(
+        catalog, SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0, global_ridge=1.0)
+    )
+    seen = np.arange(12)
+    easy = np.array([j % 2 == 0 for j in range(6)] * 2)
+    for step in range(1, 5):
+        observe(m, seen, step, np.where(easy, 7, 1))
+    z = m.predict(5).z
+    unseen_easy, unseen_hard = z[12:][0::2], z[12:][1::2]
+    assert unseen_easy.min() > unseen_hard.max()  # "get_order" is easy everywhere, also where never tried
+    assert task_features(catalog).shape == (18, 1 + 3 + 6 + 2)  # intercept, envs, tools, tool base names
+
+
+def test_outcome_dispersion_learns_graded_rewards_are_less_variable(catalog):
+    cfg = SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0)
+    m = model(catalog, cfg)
+    rng = np.random.default_rng(0)
+    for step in range(1, 30):  # env 0: binary; env 1: 4 partial checks (reward = Binomial(4, p) / 4)
+        binary = (rng.random((6, 8)) < 0.5).astype(float)
+        graded = rng.binomial(4, 0.5, size=(6, 8)) / 4
+        for rows, r in ((np.arange(6), binary), (np.arange(6, 12), graded)):
+            m.update(rows, step, r.mean(axis=1), r.var(axis=1), np.full(6, 8.0))
+    c = m.dispersion()
+    assert c[0] == pytest.approx(1.0, abs=0.05) and c[1] == pytest.approx(0.25, abs=0.05)
+    v = m.predict(30).v_hat
+    assert v[6:12].mean() < 0.5 * v[:6].mean()  # the same success rate, a quarter of the variance
+
+
+def test_informed_coverage_prefers_underobserved_env_whose_neighbours_are_mixed():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=2, per_env=8))
+    picks = {}
+    for informed in (True, False):
+        cfg = SchedulerConfig(batch_size=1, rho=1.0, adaptive_rho=False, informed_coverage=informed)
+        counts = []
+        for seed in range(6):
+            sched = EnvSched(catalog, cfg, seed=seed)
+            for step in (1, 2):  # one task per environment: env0's is mixed, env1's always fails
+                sched.observe(pd.concat([group("e0-t0", step, [1, 0] * 4), group("e1-t0", step, [0] * 8)]))
+            batch = sched.select(3)
+            counts.append((batch["env_id"] == "env0").sum())
+        picks[informed] = counts
+    assert all(c == 1 for c in picks[True])  # the coverage pick goes where the neighbours are mixed
+    assert 0 < sum(picks[False]) < 6  # under-observation alone sees two equal environments
+
+
+def test_adaptive_rho_shrinks_coverage_as_predictions_get_confident():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=3))
+    cfg = SchedulerConfig(batch_size=10, rho=0.5, rho_min=0.1)
+    sched = EnvSched(catalog, cfg, seed=0)
+    sched.observe(group("e0-t0", 1, [1, 0] * 4))
+    early = (sched.select(2)["role"] == "exploit").sum()
+    ids = catalog.task_ids
+    for step in range(2, 12):  # every task seen every step: confident predictions
+        sched.observe(pd.concat([group(t, step, [1, 0, 0, 0] * 2) for t in ids]))
+    late = (sched.select(12)["role"] == "exploit").sum()
+    assert cfg.n_exploit <= early < late <= round(0.9 * cfg.batch_size)
+
+
+def test_outcome_state_dict_round_trips_exactly(catalog):
+    cfg = SchedulerConfig(batch_size=6)
+    a, b = EnvSched(catalog, cfg, seed=3), EnvSched(catalog, cfg, seed=9)
+    rng = np.random.default_rng(0)
+    for step in (1, 2, 3):
+        batch = a.select(step)
+        a.observe(
+            pd.DataFrame(
+                {
+                    "task_id": np.repeat(batch["task_id"].to_numpy(), 8),
+                    "step": step,
+                    "reward": (rng.random(len(batch) * 8) < 0.4).astype(float),
+                }
+            )
+        )
+    b.load_state_dict(a.state_dict())
+    pd.testing.assert_frame_equal(a.predict(), b.predict())
+    pd.testing.assert_frame_equal(a.select(4), b.select(4))
+    state = a.state_dict()["outcome"]
+    assert all(isinstance(v, np.ndarray | int | float) for v in state.values())  # plain arrays / scalars
