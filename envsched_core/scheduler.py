@@ -5,13 +5,17 @@
     sched.observe(rollouts)      # task_id, step, reward: one row per rollout
     sched.predict()              # task_id, predicted_variance, uncertainty, own, within, cross
 
-A batch of B tasks has (1 - rho) B exploitation slots, filled greedily by
+A batch of B tasks has (1 - rho_t) B exploitation slots, filled greedily by
     v_hat_i / v_max - eta * max_{j chosen} sim(i, j)          (only tasks with evidence)
-and coverage slots filled greedily by under-observation
-    1/sqrt(1 + N_env) + 1/sqrt(1 + n_i) + 1/sqrt(1 + N_pattern) + bonus(environment / tools new to the batch).
-At most max(2, ceil(0.05 B)) tasks of one environment, no task twice, step 1 (no history) all coverage,
-no pilot rollouts. Both greedy passes run over a pruned pool (top pool_factor * B by score, per-environment
-capped) so selection costs O(N) numpy work plus O(B * pool) however large the catalogue.
+and coverage slots filled greedily by under-observation plus (informed coverage) optimistic predicted variance
+    1/sqrt(1 + N_env) + 1/sqrt(1 + n_i) + 1/sqrt(1 + N_pattern) + bonus(environment / tools new to the batch)
+    + coverage_informativeness * v_opt_i / max v_opt.
+v_hat comes from the outcome model (`outcome.OutcomeModel`: global feature model + own residual + residuals
+propagated along W and X; docs/scheduler.md) or, with predictor='variance', the paper's fusion
+(`predictor.VariancePredictor`). With adaptive rho, rho_t shrinks from rho toward rho_min as the top
+predictions get confident. At most env_quota tasks of one environment, no task twice, step 1 (no history)
+all coverage, no pilot rollouts. Both greedy passes run over a pruned pool (top pool_factor * B by score,
+per-environment capped) so selection costs O(N) numpy work plus O(B * pool) however large the catalogue.
 """
 
 from __future__ import annotations
