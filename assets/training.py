@@ -34,7 +34,12 @@ def training_step(
             f"(scheduled {step}, loaded {progress['loaded']})"
         )
     landing = step_path(home.landing, campaign_id, step)
-    if landing.exists():
+    if landing.exists() or landing.is_symlink():
+        if not landing.is_file() or landing.is_symlink():  # a stray entry would block the step forever
+            raise dg.Failure(
+                description=f"{landing}: occupied by something that is not a landing file (a directory, "
+                "FIFO or symlink); remove it and resume the campaign"
+            )
         return dg.MaterializeResult(
             metadata={"step": step, "landing_file": str(landing), "note": "already written"}
         )

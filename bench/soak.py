@@ -33,6 +33,16 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+BFCL_BASE = {
+    "ops": {
+        "environment_catalog": {
+            "config": {
+                "sources": ["bfcl_v3_multi_turn"],
+                "source_options": {"bfcl_v3_multi_turn": {"categories": ["base"]}},
+            }
+        }
+    }
+}
 
 
 def campaign_config(campaign_id: str, steps: int, batch_size: int, group_size: int):
@@ -56,6 +66,13 @@ def worker(ids: list[str], force: set[str], steps: int, batch_size: int, group_s
     from pipelines.driver import CampaignFailed, run_campaign
 
     ctx = _driver_context()  # frees slots of runs a killed worker left behind
+    if not ctx.store.path.exists() or not ctx.store.scalar("SELECT count(*) FROM task_embeddings"):
+        for job, run_config in (("refresh_catalog", BFCL_BASE), ("build_graph", None)):  # 200 tasks
+            assert (
+                ctx.defs.resolve_job_def(job)
+                .execute_in_process(instance=ctx.instance, run_config=run_config)
+                .success
+            )
     for campaign_id in ids:
         try:
             run_campaign(
@@ -82,6 +99,7 @@ class Soak:
             "TRANSFORMERS_OFFLINE": "1",
         }
         self.injected: Counter = Counter()
+        self.t0 = time.monotonic()
         self.recovered: Counter = Counter()
         self.stray_count = 0
         self.log = self.home / "soak-workers.log"
@@ -105,6 +123,10 @@ class Soak:
         return time.monotonic() - t0
 
     # -- injections ----------------------------------------------------------------------------
+    def note(self, what: str) -> None:
+        self.injected[what] += 1
+        print(f"  {time.monotonic() - self.t0:6.0f} s  {what}", flush=True)
+
     def inject_stray(self) -> None:
         landing = self.paths.landing
         n, kind = self.stray_count, self.rng.choice(["fifo", "directory", "device_symlink", "unregistered"])
@@ -123,7 +145,7 @@ class Soak:
             if not existing:
                 return
             target.write_bytes(existing[0].read_bytes())
-        self.injected[f"stray {kind}"] += 1
+        self.note(f"stray {kind}")
 
     def kill_in_pool(self, proc: subprocess.Popen, instance) -> bool:
         slots = instance.event_log_storage.get_concurrency_info("warehouse").claimed_slots
@@ -131,7 +153,7 @@ class Soak:
             return False
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        self.injected[f"kill -9 in {slots[0].step_key}"] += 1
+        self.note(f"kill -9 in {slots[0].step_key}")
         return True
 
     def between_workers(self, unfinished: list[str]) -> None:
@@ -147,18 +169,18 @@ class Soak:
             waiting = step_path(self.paths.landing, campaign_id, progress["scheduled"])
             if progress["loaded"] < progress["scheduled"] and waiting.exists() and self.rng.random() < 0.5:
                 waiting.write_bytes(waiting.read_bytes()[: max(1, waiting.stat().st_size // 3)])
-                self.injected["corrupt waiting-step file"] += 1
+                self.note("corrupt waiting-step file")
             if progress["loaded"] >= 1 and self.rng.random() < 0.7:
                 step = self.rng.randint(1, progress["loaded"])
                 rows = store.rollouts(campaign_id, step).drop(columns=["source_file"])
                 if self.rng.random() < 0.5:
                     write_step_file(self.paths.landing, rows, campaign_id, step)
-                    self.injected["re-delivery, same rows"] += 1
+                    self.note("re-delivery, same rows")
                 else:
                     write_step_file(
                         self.paths.landing, rows.assign(reward=1.0 - rows["reward"]), campaign_id, step
                     )
-                    self.injected["re-delivery, different rewards"] += 1
+                    self.note("re-delivery, different rewards")
 
     # -- the run -------------------------------------------------------------------------------
     def chaos(self, ids: list[str]) -> float:
@@ -177,7 +199,7 @@ class Soak:
             proc = self.start_worker(pending, force)
             kill_after = time.monotonic() + self.rng.uniform(8.0, 40.0) if kills_left else None
             while proc.poll() is None:
-                if self.rng.random() < 0.01:
+                if self.stray_count < 2 * len(ids) and self.rng.random() < 0.002:
                     self.inject_stray()
                 if kill_after and time.monotonic() > kill_after and self.kill_in_pool(proc, instance):
                     kills_left -= 1

@@ -5,7 +5,8 @@ whose fingerprint (size, mtime, inode) changed since the cursor saw it is hashed
 are checked against the ledger in one query, so the cost does not grow with the files already loaded.
 Odd entries (a directory or FIFO named like a step file, a symlink, a misnamed folder) are skipped and
 logged once. Files of an unregistered or failed campaign wait, logged once, until it is registered or
-resumed.
+resumed. Each tick also fails runs a killed process left STARTED and frees their pool slots, and names
+(once) the run holding the slot another run waits for (``pipelines/crash_safety.py``).
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ def landing_sensor(context: dg.SensorEvaluationContext, paths: PathsResource, wa
     """Cursor: per file (path relative to the data folder) the fingerprint last handled, the files
     waiting for their campaign, and the bad entries already reported. Run key: path, content hash and
     mtime; the loader's ledger makes a second request for the same content harmless."""
-    from pipelines.crash_safety import free_dead_runs
+    from pipelines.crash_safety import describe_waits, free_dead_runs
 
     for line in free_dead_runs(context.instance):
         context.log.warning(line)
     cursor = _load_cursor(context.cursor)
+    waits = describe_waits(context.instance)
+    for line in set(waits) - set(cursor["waits"]):  # a run waiting on the pool: who holds it, once
+        context.log.warning(line)
     seen, waiting, reported = cursor["seen"], cursor["waiting"], cursor["bad"]
     entries, bad = scan(paths.paths().landing)
     for relpath, reason in bad.items():
@@ -77,6 +81,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, paths: PathsResource, wa
         "seen": {p: f for p, f in seen.items() if p in present},
         "waiting": still_waiting,
         "bad": bad,
+        "waits": waits,
     }
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(new_cursor))
 
@@ -96,8 +101,4 @@ def _load_cursor(text: str | None) -> dict:
     cursor = json.loads(text) if text else {}
     if not isinstance(cursor, dict) or "seen" not in cursor:
         cursor = {}  # no cursor, or the format before relative paths: the ledger skips what is loaded
-    return {
-        "seen": cursor.get("seen", {}),
-        "waiting": cursor.get("waiting", {}),
-        "bad": cursor.get("bad", {}),
-    }
+    return {key: cursor.get(key, [] if key == "waits" else {}) for key in ("seen", "waiting", "bad", "waits")}
