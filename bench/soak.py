@@ -14,7 +14,9 @@ uses, simulated engine, BFCL base tasks, B=8, G=4) on one data folder whose Dags
   after removing the bad file) and re-delivers loaded steps, identical or with different rewards (a
   conflicting re-delivery must be quarantined and change nothing);
 - at any time, adds stray entries: a FIFO, a directory and a device symlink named like step files, a
-  valid file of an unregistered campaign.
+  valid file of an unregistered campaign;
+- at the end, re-delivers one loaded step of every finished campaign (same rows, or different rewards)
+  and runs one sensor tick over all campaigns, as the daemon would.
 At the end every campaign must be completed, with batches and rollouts identical to its reference:
 rows lost and rows duplicated are printed and must both be 0 (exit 1 otherwise).
 """
@@ -80,6 +82,15 @@ def worker(ids: list[str], force: set[str], steps: int, batch_size: int, group_s
             )
         except CampaignFailed as exc:
             print(f"{campaign_id} failed: {exc}", file=sys.stderr, flush=True)
+
+
+def sweep() -> None:
+    """One landing-sensor tick over every campaign, its requests executed (what the daemon does)."""
+    from pipelines.cli import _driver_context
+    from pipelines.driver import ingest_pending
+
+    runs, _ = ingest_pending(_driver_context(), None)
+    print(f"sweep: {runs} ingest run(s)", file=sys.stderr)
 
 
 class Soak:
@@ -148,17 +159,20 @@ class Soak:
         self.note(f"stray {kind}")
 
     def kill_in_pool(self, proc: subprocess.Popen, instance) -> bool:
-        slots = instance.event_log_storage.get_concurrency_info("warehouse").claimed_slots
-        if not slots:
-            return False
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        self.note(f"kill -9 in {slots[0].step_key}")
-        return True
+        """SIGKILL the worker while one of its own runs holds the pool slot (not a slot a dead run left)."""
+        from pipelines.crash_safety import run_pids
+
+        for slot in instance.event_log_storage.get_concurrency_info("warehouse").claimed_slots:
+            if any(pid == proc.pid for pid, _ in run_pids(instance, slot.run_id)):
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                self.note(f"kill -9 in {slot.step_key}")
+                return True
+        return False
 
     def between_workers(self, unfinished: list[str]) -> None:
         """Safe to read the warehouse here: no worker runs."""
-        from warehouse.landing import step_path, write_step_file
+        from warehouse.landing import step_path
         from warehouse.store import Warehouse
 
         store = Warehouse(self.paths.warehouse)
@@ -167,20 +181,28 @@ class Soak:
             if not progress:
                 continue
             waiting = step_path(self.paths.landing, campaign_id, progress["scheduled"])
-            if progress["loaded"] < progress["scheduled"] and waiting.exists() and self.rng.random() < 0.5:
+            first = not self.injected["corrupt waiting-step file"]
+            if (
+                progress["loaded"] < progress["scheduled"]
+                and waiting.exists()
+                and (first or self.rng.random() < 0.5)
+            ):
                 waiting.write_bytes(waiting.read_bytes()[: max(1, waiting.stat().st_size // 3)])
                 self.note("corrupt waiting-step file")
             if progress["loaded"] >= 1 and self.rng.random() < 0.7:
-                step = self.rng.randint(1, progress["loaded"])
-                rows = store.rollouts(campaign_id, step).drop(columns=["source_file"])
-                if self.rng.random() < 0.5:
-                    write_step_file(self.paths.landing, rows, campaign_id, step)
-                    self.note("re-delivery, same rows")
-                else:
-                    write_step_file(
-                        self.paths.landing, rows.assign(reward=1.0 - rows["reward"]), campaign_id, step
-                    )
-                    self.note("re-delivery, different rewards")
+                self.redeliver(store, campaign_id, self.rng.randint(1, progress["loaded"]))
+
+    def redeliver(self, store, campaign_id: str, step: int, conflicting: bool | None = None) -> None:
+        """Write a loaded step's file again: the same rows in new bytes, or different rewards."""
+        from warehouse.landing import write_step_file
+
+        rows = store.rollouts(campaign_id, step).drop(columns=["source_file"])
+        if conflicting if conflicting is not None else self.rng.random() < 0.5:
+            write_step_file(self.paths.landing, rows.assign(reward=1.0 - rows["reward"]), campaign_id, step)
+            self.note("re-delivery, different rewards")
+        else:
+            write_step_file(self.paths.landing, rows, campaign_id, step)
+            self.note("re-delivery, same rows")
 
     # -- the run -------------------------------------------------------------------------------
     def chaos(self, ids: list[str]) -> float:
@@ -197,7 +219,7 @@ class Soak:
             if launches > 4 * len(ids) + self.args.kills + 5:
                 raise SystemExit(f"campaigns {pending} never completed; see {self.log}")
             proc = self.start_worker(pending, force)
-            kill_after = time.monotonic() + self.rng.uniform(8.0, 40.0) if kills_left else None
+            kill_after = time.monotonic() + self.rng.uniform(15.0, 90.0) if kills_left else None
             while proc.poll() is None:
                 if self.stray_count < 2 * len(ids) and self.rng.random() < 0.002:
                     self.inject_stray()
@@ -217,13 +239,24 @@ class Soak:
                     self.recovered["campaigns resumed with --force"] += 1
             if pending:
                 self.between_workers(pending)
+        # Late re-deliveries to finished campaigns, ingested as the daemon's sensor would (all campaigns).
+        for i, campaign_id in enumerate(ids):
+            self.redeliver(store, campaign_id, self.rng.randint(1, self.args.steps), conflicting=i % 2 == 0)
+        sweep = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--sweep"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
+        if sweep.returncode != 0:
+            raise SystemExit(f"sweep failed: {sweep.stderr[-2000:]}")
         return time.monotonic() - t0
 
     def compare(self, n: int) -> dict[str, int]:
         from warehouse.store import Warehouse
 
         store = Warehouse(self.paths.warehouse)
-        lost = duplicated = differing = batch_diffs = incomplete = 0
+        lost = duplicated = differing = batch_diffs = prediction_diffs = incomplete = 0
         for i in range(n):
             keys = ["step", "task_id", "rollout_idx"]
             ref = store.rollouts(f"ref-{i}")[keys + ["reward"]]
@@ -245,6 +278,14 @@ class Soak:
                 [f"chaos-{i}"],
             )
             batch_diffs += int(not ref_b.equals(got_b))
+            predictions = [
+                store.query(
+                    "SELECT step, task_id, predicted_variance FROM predictions WHERE campaign_id = ? ORDER BY ALL",
+                    [c],
+                )
+                for c in (f"ref-{i}", f"chaos-{i}")
+            ]
+            prediction_diffs += int(not predictions[0].equals(predictions[1]))
             incomplete += int(store.campaign(f"chaos-{i}")["status"] != "completed")
         quarantined = store.query("SELECT reason FROM ingested_files WHERE status = 'quarantined'")
         self.recovered["files quarantined"] = len(quarantined)
@@ -259,6 +300,7 @@ class Soak:
             "rows duplicated": duplicated,
             "rows with a different reward": differing,
             "campaigns whose batches differ": batch_diffs,
+            "campaigns whose predictions differ": prediction_diffs,
             "campaigns not completed": incomplete,
         }
 
@@ -277,7 +319,11 @@ def main() -> None:
     parser.add_argument("--home", default=None, help="data folder (default: a new temporary folder)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--force", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--sweep", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sweep:
+        sweep()
+        return
     if args.worker:
         worker(args.worker.split(","), set(filter(None, args.force.split(","))), args.steps, args.batch_size,
                args.group_size)  # fmt: skip
@@ -302,7 +348,8 @@ def main() -> None:
     for name, value in result.items():
         print(f"| {name} | {value} |")
     bad = result["rows lost"] + result["rows duplicated"] + result["rows with a different reward"]
-    bad += result["campaigns whose batches differ"] + result["campaigns not completed"]
+    bad += result["campaigns whose batches differ"] + result["campaigns whose predictions differ"]
+    bad += result["campaigns not completed"]
     print(f"\nworker logs: {soak.log}")
     raise SystemExit(1 if bad else 0)
 
