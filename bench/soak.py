@@ -219,7 +219,7 @@ class Soak:
             if launches > 4 * len(ids) + self.args.kills + 5:
                 raise SystemExit(f"campaigns {pending} never completed; see {self.log}")
             proc = self.start_worker(pending, force)
-            kill_after = time.monotonic() + self.rng.uniform(15.0, 90.0) if kills_left else None
+            kill_after = time.monotonic() + self.rng.uniform(10.0, 45.0) if kills_left else None
             while proc.poll() is None:
                 if self.stray_count < 2 * len(ids) and self.rng.random() < 0.002:
                     self.inject_stray()
