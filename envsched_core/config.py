@@ -87,6 +87,11 @@ class SchedulerConfig:
     """L-BFGS iterations per refit of the global model (warm-started from the last fit)."""
     residual_prior_sd: float = 1.0
     """Prior sd (logits) of a task's own residual b_i before its neighbours or its own rollouts say more."""
+    adapt_residual_prior: bool = False
+    """Re-estimate the residuals' prior sd online (EM over the seen tasks), starting at residual_prior_sd.
+    Off by default: measured neutral on the suite's tuning worlds (private 27.7 vs 28.3 steps, paper 30.3 vs 29.0)."""
+    residual_prior_tasks: float = 20.0
+    """Pseudo-tasks of weight the configured residual_prior_sd keeps in that estimate."""
     residual_decay: float = 0.98
     """Forgetting of a task's own evidence: its residual precision is multiplied by this per step of age."""
     dispersion_prior_groups: float = 4.0
@@ -187,6 +192,7 @@ class SchedulerConfig:
         need(self.global_ridge > 0, f"global_ridge={self.global_ridge} must be > 0.")
         need(self.global_iters >= 1, f"global_iters={self.global_iters} must be >= 1.")
         need(self.residual_prior_sd > 0, f"residual_prior_sd={self.residual_prior_sd} must be > 0.")
+        need(self.residual_prior_tasks > 0, f"residual_prior_tasks={self.residual_prior_tasks} must be > 0.")
         need(0.0 < self.residual_decay <= 1.0, f"residual_decay={self.residual_decay} must be in (0, 1].")
         need(
             self.dispersion_prior_groups > 0,

@@ -12,12 +12,15 @@ observed group variance; this one models the outcome that causes the variance, w
   interaction reaches every task that shares them, seen or not.
 * b_i, the task's own residual: a Gaussian posterior N(m_i, 1/P_i) over how much easier or harder
   the task is than f predicts, updated by a Laplace (Newton) step on each visit's binomial
-  likelihood, its precision forgotten at residual_decay per step of age (the policy moves).
+  likelihood, its precision forgotten at residual_decay per step of age (the policy moves). With
+  adapt_residual_prior the prior sd tau of the residuals is re-estimated by an EM step after each
+  update (empirical Bayes), so a world whose tasks differ a lot from their features trusts each
+  task's own history more.
 * Propagation (the dual-relation graph): an unseen or stale task's residual prior is the
   precision-weighted residual of its neighbours along W and X,
       b0_i = (a_W sum_j w_ij P_j m_j + a_X sum_j x_ij P_j m_j) / (a_W N_W + a_X N_X + P_0),
   with N_r = sum_j w_ij P_j, so a task moves toward its observed neighbours, not across unrelated ones.
-  Its prior precision is P_0 + a_W N_W + a_X N_X (P_0 = residual_prior_sd^-2).
+  Its prior precision is P_0 + a_W N_W + a_X N_X (P_0 = tau^-2).
 * c_e, the dispersion of environment e: realised group variance / (mean (1 - mean)) over its groups,
   shrunk to the global ratio; 1 for binary rewards, about 1/K for K equally weighted partial checks.
   This is "variance from the success rate, corrected for graded rewards".
@@ -109,6 +112,7 @@ class OutcomeModel:
         # recent groups for the global refit: task row, step, mean reward, trials
         self.buffer = np.zeros((0, 4))
         self.n_fits = 0
+        self.tau = float(cfg.residual_prior_sd)  # prior sd of b_i, re-estimated online (empirical Bayes)
 
     def set_cross(self, W_cross) -> None:
         self.W_cross = W_cross if self.cfg.use_cross_edges else None
@@ -189,7 +193,7 @@ class OutcomeModel:
         Pm = P * self.m
         N_W, S_W = self._propagate(self.W_within, Pm, P, rows)
         N_X, S_X = self._propagate(self.W_cross, Pm, P, rows)
-        a_W, a_X, P0 = self.cfg.a_within, self.cfg.a_cross, self.cfg.residual_prior_sd**-2
+        a_W, a_X, P0 = self.cfg.a_within, self.cfg.a_cross, self.tau**-2
         precision = P0 + a_W * N_W + a_X * N_X
         return (a_W * S_W + a_X * S_X) / precision, precision, N_W, S_W, N_X, S_X
 
@@ -262,6 +266,20 @@ class OutcomeModel:
         self.last_step[rows] = np.maximum(self.last_step[rows], step)
         np.add.at(self.disp_num, self.catalog.env[rows], variance)
         np.add.at(self.disp_den, self.catalog.env[rows], mean * (1.0 - mean))
+        if self.cfg.adapt_residual_prior:
+            self._update_tau(step)
+
+    def _update_tau(self, step: int) -> None:
+        """EM step for the residuals' prior variance: tau^2 = mean over seen tasks of E[b_i^2] (posterior mean^2
+        + posterior variance), with the configured sd worth residual_prior_tasks pseudo-tasks."""
+        seen = np.flatnonzero(self.last_step >= 0)
+        b0, Q0, *_ = self.residual_prior(step, seen)
+        P = self.own_precision(step, seen)
+        Q = Q0 + P
+        b = (Q0 * b0 + P * self.m[seen]) / Q
+        k0 = self.cfg.residual_prior_tasks
+        tau2 = (k0 * self.cfg.residual_prior_sd**2 + np.sum(b * b + 1.0 / Q)) / (k0 + len(seen))
+        self.tau = float(np.sqrt(tau2))
 
     # --- persistence -------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -274,6 +292,7 @@ class OutcomeModel:
             "disp_den": self.disp_den.copy(),
             "buffer": self.buffer.copy(),
             "n_fits": self.n_fits,
+            "tau": self.tau,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -286,3 +305,4 @@ class OutcomeModel:
             setattr(self, key, np.array(state[key], copy=True))
         self.buffer = np.array(state["buffer"], dtype=float, copy=True).reshape(-1, 4)
         self.n_fits = int(state["n_fits"])
+        self.tau = float(state["tau"])

@@ -150,7 +150,7 @@ class EnvSched:
                 )
                 evidence = (out.own_sd < np.inf) | ~np.isnan(out.b_W) | ~np.isnan(out.b_X)
                 evidence |= env_seen[self.catalog.env] > 0
-                confidence = out.sd / self.cfg.residual_prior_sd
+                confidence = out.sd / self.outcome.tau
                 predicted = Predicted(out.v_hat, evidence, self.stats.n_at(step), out.v_opt, confidence)
             else:
                 c = self.predictor.components(self.stats, step)
@@ -172,7 +172,7 @@ class EnvSched:
             {
                 "task_id": self.catalog.task_ids,
                 "predicted_variance": out.v_hat,
-                "uncertainty": out.sd / self.cfg.residual_prior_sd,
+                "uncertainty": out.sd / self.outcome.tau,
                 "own": nan_where(self.outcome.variance_at(own_z), out.own_sd == np.inf),
                 "within": nan_where(
                     self.outcome.variance_at(out.f + np.nan_to_num(out.b_W)), np.isnan(out.b_W)

@@ -149,3 +149,16 @@ def test_outcome_state_dict_round_trips_exactly(catalog):
     pd.testing.assert_frame_equal(a.select(4), b.select(4))
     state = a.state_dict()["outcome"]
     assert all(isinstance(v, np.ndarray | int | float) for v in state.values())  # plain arrays / scalars
+
+
+def test_outcome_empirical_bayes_widens_the_residual_prior_when_tasks_differ(catalog):
+    cfg = SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0, adapt_residual_prior=True)
+    m = model(catalog, cfg)
+    rows = np.arange(18)
+    for step in range(1, 8):  # within every environment half the tasks always pass, half always fail
+        observe(m, rows, step, np.where(rows % 2 == 0, 8, 0))
+    assert m.tau > cfg.residual_prior_sd  # the features cannot explain it: trust each task's own history more
+    fixed = model(catalog, SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0))
+    for step in range(1, 8):
+        observe(fixed, rows, step, np.where(rows % 2 == 0, 8, 0))
+    assert fixed.tau == cfg.residual_prior_sd
