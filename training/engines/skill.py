@@ -10,8 +10,9 @@ training step, which writes them to ``step_metrics`` (and, once wired, to MLflow
   all_pass_groups, right_rate (share of decisions taken right), tool_calls_mean, errors, seconds,
   per_second (rollouts per second of wall clock);
 * ``train/...``: trained_groups, loss, grad_norm, decisions, p_right_mean, lr;
-* ``eval/...`` (evaluation steps only): heldout_score (mean verifier reward of ``eval_samples``
-  sampled rollouts per held-out task, fixed seeds), heldout_pass_at_k (share of held-out tasks with
+* ``eval/...`` (evaluation steps only): heldout_score (mean reward of ``eval_samples`` sampled
+  rollouts per held-out task, fixed seeds; graded with ``reward=graded``), heldout_pass_rate (the
+  same rollouts' binary verdicts), heldout_pass_at_k (share of held-out tasks with
   at least one pass among them), heldout_p_all_right (the model's own mean P(every step right), no
   verifier), heldout_tasks, heldout_rollouts, seconds; at step 1 also initial_heldout_score (before
   the first update).
@@ -103,6 +104,7 @@ class SkillEngine(RolloutEngine):
             mistake_weights=self.config.mistake_weights,
             n_positions=self.config.n_positions,
             call_sd=self.config.call_sd,
+            reward=self.config.reward,
         )
         self.world = built_worker(self.spec).world  # this process's copy (shared with in-process rollouts)
         missing = [t for t in self.train_ids + self.heldout_ids if t not in self.world.plans]
@@ -159,8 +161,10 @@ class SkillEngine(RolloutEngine):
         ]
         episodes = self.executor.run(self.spec, self.policy.theta, requests)
         rewards = np.array([e.reward for e in episodes]).reshape(len(self.heldout_ids), k)  # (H, k)
+        passed = np.array([e.verdict_reward for e in episodes]).reshape(len(self.heldout_ids), k)
         return {
             "eval/heldout_score": float(rewards.mean()),
+            "eval/heldout_pass_rate": float(passed.mean()),
             "eval/heldout_pass_at_k": float((rewards.max(axis=1) >= 1.0).mean()),
             "eval/heldout_p_all_right": float(
                 np.mean([self.policy.p_all_right(t) for t in self.heldout_ids])

@@ -89,6 +89,7 @@ import numpy as np
 
 from environments.base import CallRecord, Environment, Task, ToolCall, ToolSpec, Trajectory, TurnRecord
 from training.advantages import SCALES, group_advantages
+from training.policies.graded_reward import REWARDS, graded_reward
 from training.tasks import TaskResolver
 
 REPLY_TOOL = "<reply>"
@@ -128,6 +129,9 @@ class SkillConfig:
     """Weights of skip, wrong_tool, perturb_arg, stop_turn among the kinds that apply to a step."""
     eval_samples: int = 4
     """Sampled rollouts per held-out task at each evaluation (fixed seeds: common random numbers)."""
+    reward: str = "binary"
+    """``binary``: the verifier's verdict (the original benchmarks'); ``graded``: a failed rollout scores
+    the share of the verifier's checks it passed (``training.policies.graded_reward``)."""
 
     def __post_init__(self) -> None:
         self.mistake_weights = tuple(float(w) for w in self.mistake_weights)
@@ -151,6 +155,8 @@ class SkillConfig:
             )
         if self.eval_samples < 1:
             raise ValueError("eval_samples must be >= 1")
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward {self.reward!r} unknown; choose from {REWARDS}")
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> SkillConfig:
@@ -328,6 +334,7 @@ class Episode:
     error: str | None = None
     wall_time_s: float = 0.0
     trajectory: Trajectory | None = None  # kept only when asked (``act(keep_trajectory=True)``)
+    verdict_reward: float | None = None  # the verifier's own (binary) reward; ``reward`` may be graded
 
     @property
     def right(self) -> np.ndarray:
@@ -387,9 +394,10 @@ def _pick(options: list[Any], u: float) -> Any:
 class SkillActor:
     """Rolls out the policy in real environments (one process's share of a batch's rollouts)."""
 
-    def __init__(self, world: SkillWorld, mistake_weights: tuple[float, ...]):
+    def __init__(self, world: SkillWorld, mistake_weights: tuple[float, ...], reward: str = "binary"):
         self.world = world
         self.weights = np.asarray(mistake_weights, dtype=float)
+        self.graded = reward == "graded"
 
     def __call__(self, theta: np.ndarray, request: RolloutRequest) -> Episode:
         task = self.world.resolver.task(request.task_id)
@@ -442,8 +450,12 @@ class SkillActor:
                 trajectory.turns.append(record)
             verdict = env.verify(trajectory)
             reward, reason, status, error = verdict.reward, verdict.reason, "ok", None
+            verdict_reward = verdict.reward
+            if self.graded:
+                reward = graded_reward(task, env, trajectory, verdict)
         except Exception as exc:  # an environment bug must not kill the batch: the rollout scores 0
             reward, reason, status, error = 0.0, "", "error", f"{type(exc).__name__}: {exc}"
+            verdict_reward = 0.0
         return Episode(
             task_id=task.task_id,
             rollout_idx=rollout_idx,
@@ -458,6 +470,7 @@ class SkillActor:
             error=error,
             wall_time_s=time.perf_counter() - started,
             trajectory=trajectory if keep_trajectory else None,
+            verdict_reward=float(verdict_reward),
         )
 
     def _mistake(
@@ -512,7 +525,7 @@ class SkillActor:
 
 @dataclass(frozen=True)
 class SkillWorkerSpec:
-    """What a worker process needs to roll out the policy: sources to load and the mistake weights.
+    """What a worker process needs to roll out the policy: sources to load, mistake weights, reward mode.
 
     Hashable and small, so executors ship it with every chunk; ``build`` is cached per process
     (``training.executors.built_worker``), so a worker loads its sources once.
@@ -523,6 +536,7 @@ class SkillWorkerSpec:
     mistake_weights: tuple[float, ...] = SkillConfig().mistake_weights
     n_positions: int = SkillConfig().n_positions
     call_sd: float = SkillConfig().call_sd
+    reward: str = SkillConfig().reward
 
     @property
     def key(self) -> str:
@@ -530,7 +544,8 @@ class SkillWorkerSpec:
 
     def build(self) -> SkillActor:
         resolver = TaskResolver(list(self.sources), json.loads(self.source_options_json))
-        return SkillActor(SkillWorld(resolver, self.n_positions, self.call_sd), self.mistake_weights)
+        world = SkillWorld(resolver, self.n_positions, self.call_sd)
+        return SkillActor(world, self.mistake_weights, self.reward)
 
 
 # ---- learning ---------------------------------------------------------------------------------
