@@ -1,7 +1,7 @@
 """Soak test of crash safety and ingestion: many campaigns, with kill -9s, re-deliveries, stray entries
 and corrupt files injected, compared row by row with uninterrupted reference runs of the same seeds.
 
-    PYTHONPATH=. .venv/bin/python bench/soak.py --quick     # 3 campaigns x 3 steps, 2 kills: a few minutes
+    PYTHONPATH=. .venv/bin/python bench/soak.py --quick     # 3 campaigns x 3 steps, 2 kills: ~8 min (busy 2 cores)
     PYTHONPATH=. .venv/bin/python bench/soak.py             # 20 campaigns x 10 steps = 200 steps, 12 kills
 
 Campaigns run consecutively in a worker process (`--worker`, the same driver `envsched campaign run`
