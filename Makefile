@@ -6,7 +6,9 @@ export ENVSCHED_HOME ?= $(CURDIR)/var
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test lint ui mlflow-ui venv clean
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: run test lint ui mlflow-ui venv clean browser
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,10 +22,17 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
+# The browser test drives Debian's chromium through Playwright (never `playwright install`, which
+# downloads a browser build): install the package when it is missing and we may (root).
+browser:
+	@test -x $(CHROMIUM) || { test "$$(id -u)" = 0 && \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium); } || \
+		echo "warning: $(CHROMIUM) missing and not root: install Debian's chromium for the browser test"
+
 run: venv
 	$(BIN)/envsched run
 
-test: venv
+test: venv browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q

@@ -12,18 +12,23 @@ import dagster as dg
 import pandas as pd
 
 from assets.catalog import WAREHOUSE_POOL, check_result
+from assets.observability import batch_preview, progress_text, step_metrics_metadata
 from envsched_core import TaskStats, batch_metrics
-from pipelines.campaign import CampaignConfig, campaign_catalog, dump_state, restore_scheduler
+from pipelines.campaign import campaign_catalog, dump_state, restore_scheduler
+from pipelines.campaign_status import (
+    PARTITIONS,
+    campaign_status,
+    complete_campaign,
+    end_mlflow_run,
+    load_campaign,
+    tag_run,
+)
 from pipelines.mlflow_resource import MLflowResource
 from pipelines.refill import observed_scheduler
 from pipelines.resources import PathsResource, WarehouseResource
 from warehouse.ingest import IngestRefused, Quarantined, ingest_file
 
-campaigns = dg.DynamicPartitionsDefinition(name="campaigns")
-
-
-def campaign_config(store, campaign_id: str) -> CampaignConfig:
-    return CampaignConfig.from_dict(store.campaign(campaign_id)["config"])
+campaigns = dg.DynamicPartitionsDefinition(name=PARTITIONS)
 
 
 class RolloutFileConfig(dg.Config):
@@ -38,16 +43,28 @@ def rollouts(
     config: RolloutFileConfig,
     warehouse: WarehouseResource,
     paths: PathsResource,
+    mlflow: MLflowResource,
 ):
     """One step's rollout results, validated against the landing contract and loaded exactly once."""
+    store = warehouse.warehouse()
+    cfg = load_campaign(context, store)
     try:
-        done = ingest_file(warehouse.warehouse(), paths.paths().landing, config.path, context.partition_key)
-    except (Quarantined, IngestRefused) as exc:
+        # The ledger decides whether a refused or quarantined file stops the campaign (a stray file
+        # does not); any other error fails it here.
+        with campaign_status(store, cfg.campaign_id, "rollouts", mlflow, (Quarantined, IngestRefused)):
+            done = ingest_file(store, paths.paths().landing, config.path, context.partition_key)
+    except Quarantined as exc:
+        if exc.campaign_failed:
+            end_mlflow_run(mlflow, cfg.campaign_id, "FAILED")
         raise dg.Failure(description=str(exc)) from None
+    except IngestRefused as exc:
+        raise dg.Failure(description=str(exc)) from None
+    tag_run(context, cfg.campaign_id, done.step)
     return dg.MaterializeResult(
         metadata={
             "path": done.relpath,
             "step": done.step,
+            "progress": progress_text(done.step, cfg.steps),
             "inserted": done.inserted,
             "duplicate": done.duplicate,
         }
@@ -58,14 +75,13 @@ def rollouts(
 def task_stats(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     """Discounted per-task visit weight, mean variance and mean reward over the campaign so far."""
     store = warehouse.warehouse()
-    cfg = campaign_config(store, context.partition_key)
-    step = store.progress(context.partition_key)["loaded"]
-    catalog = campaign_catalog(store, cfg)
-    history = store.rollouts(context.partition_key)
-    stats = TaskStats.from_rollouts(
-        history[["task_id", "step", "reward"]], catalog, gamma=cfg.scheduler_settings().gamma
-    )
-    rows = store.replace_task_stats(context.partition_key, step, stats.to_frame(catalog))
+    cfg = load_campaign(context, store)
+    step = store.progress(cfg.campaign_id)["loaded"]
+    with campaign_status(store, cfg.campaign_id, f"task_stats of step {step}"):
+        catalog = campaign_catalog(store, cfg)
+        history = store.rollouts(cfg.campaign_id)
+        stats = TaskStats.from_rollouts(history[["task_id", "step", "reward"]], catalog, gamma=cfg.gamma)
+        rows = store.replace_task_stats(cfg.campaign_id, step, stats.to_frame(catalog))
     return dg.MaterializeResult(metadata={"step": step, "tasks_observed": rows})
 
 
@@ -80,11 +96,16 @@ def variance_predictions(
 ):
     """Fold the latest step's rollouts into the scheduler; predict every task's reward variance."""
     store = warehouse.warehouse()
-    campaign_id = context.partition_key
-    cfg = campaign_config(store, campaign_id)
-    step = store.progress(campaign_id)["loaded"]
+    cfg = load_campaign(context, store)
+    step = store.progress(cfg.campaign_id)["loaded"]
     if step == 0:
         return dg.MaterializeResult(metadata={"step": 0, "note": "no rollouts yet"})
+    with campaign_status(store, cfg.campaign_id, f"variance_predictions of step {step}", mlflow):
+        return _observe(context, store, mlflow, cfg, step)
+
+
+def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.MaterializeResult:
+    campaign_id = cfg.campaign_id
     step_rollouts = store.rollouts(campaign_id, step)
     scheduler, catalog = observed_scheduler(store, cfg, step, step_rollouts)
     predictions = (
@@ -115,16 +136,13 @@ def variance_predictions(
     return dg.MaterializeResult(
         metadata={
             "step": step,
+            "progress": progress_text(step, cfg.steps),
             "predictions": rows,
             "mean_predicted_variance": float(predictions["predicted_variance"].mean()) if rows else math.nan,
             **{name: float(value) for name, value in metrics.items()},
+            **step_metrics_metadata(store.step_metrics(campaign_id), campaign_id),
         }
     )
-
-
-def env_quota(batch_size: int) -> int:
-    """DESIGN.md: at most max(2, ceil(0.05 B)) tasks of one environment per batch."""
-    return max(2, math.ceil(0.05 * batch_size))
 
 
 @dg.asset(
@@ -141,37 +159,48 @@ def env_quota(batch_size: int) -> int:
         )
     ],
 )
-def scheduled_batch(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+def scheduled_batch(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mlflow: MLflowResource):
     """The next step's batch, chosen from the scheduler state after the last observed step."""
     store = warehouse.warehouse()
-    campaign_id = context.partition_key
-    cfg = campaign_config(store, campaign_id)
+    cfg = load_campaign(context, store)
+    campaign_id = cfg.campaign_id
     observed = store.progress(campaign_id)["observed"]
     step = observed + 1
+    tag_run(context, campaign_id, min(step, cfg.steps))
     if step > cfg.steps:
+        complete_campaign(store, campaign_id, mlflow)
         yield dg.MaterializeResult(
-            metadata={"step": observed, "note": f"campaign has run its {cfg.steps} steps"}
+            metadata={
+                "step": observed,
+                "progress": progress_text(observed, cfg.steps),
+                "campaign_status": "completed",
+                "note": f"campaign completed its {cfg.steps} steps",
+            }
         )
         yield dg.AssetCheckResult(check_name="check_batch_respects_quota", passed=True)
         return
-    scheduler, _ = restore_scheduler(store, cfg, observed, "observed")
-    batch = scheduler.select(step)
-    store.save_batch(campaign_id, step, batch, dump_state(scheduler))
+    with campaign_status(store, campaign_id, f"scheduled_batch of step {step}", mlflow):
+        scheduler, _ = restore_scheduler(store, cfg, observed, "observed")
+        batch = scheduler.select(step)
+        store.save_batch(campaign_id, step, batch, dump_state(scheduler))
     primary = batch[batch["role"] != "oversample"]
     problems = primary.assign(
         copies=primary.groupby("task_id")["task_id"].transform("size"),
         env_count=primary.groupby("env_id")["task_id"].transform("size"),
     )
-    quota = env_quota(cfg.batch_size) if cfg.scheduler == "envsched" else len(primary)
+    quota = cfg.env_quota or len(primary)  # the campaign's own SchedulerConfig quota (EnvSched only)
     bad = problems[(problems.copies > 1) | (problems.env_count > quota)]
     if len(primary) != cfg.batch_size:
         bad = problems  # a short or long batch: every row is suspect
     yield dg.MaterializeResult(
         metadata={
             "step": step,
+            "progress": progress_text(step, cfg.steps),
             "tasks": len(batch),
             "environments": int(primary["env_id"].nunique()),
+            "environment_quota": quota,
             "roles": batch["role"].value_counts().to_dict(),
+            "batch_preview": batch_preview(batch),
         }
     )
     yield check_result(

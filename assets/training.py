@@ -3,9 +3,11 @@ checkpoint, and hand the results to the pipeline as a landing file."""
 
 import dagster as dg
 
-from assets.campaign import campaign_config, campaigns
+from assets.campaign import campaigns
 from assets.catalog import WAREHOUSE_POOL
+from assets.observability import progress_text
 from pipelines.campaign import campaign_heldout_tasks, campaign_tasks
+from pipelines.campaign_status import campaign_status, load_campaign, tag_run
 from pipelines.mlflow_resource import MLflowResource
 from pipelines.refill import roll_out_and_train
 from pipelines.resources import PathsResource, WarehouseResource
@@ -24,8 +26,8 @@ def training_step(
     """One training step on the latest scheduled batch (it reads `batches`; the loop back to
     `scheduled_batch` closes through the landing sensor, so the asset graph stays acyclic)."""
     store, home = warehouse.warehouse(), paths.paths()
-    campaign_id = context.partition_key
-    cfg = campaign_config(store, campaign_id)
+    cfg = load_campaign(context, store)
+    campaign_id = cfg.campaign_id
     progress = store.progress(campaign_id)
     step = progress["scheduled"]
     if step == 0 or progress["loaded"] >= step:
@@ -33,6 +35,7 @@ def training_step(
             description=f"campaign '{campaign_id}': no scheduled batch waiting for rollouts "
             f"(scheduled {step}, loaded {progress['loaded']})"
         )
+    tag_run(context, campaign_id, step)
     landing = step_path(home.landing, campaign_id, step)
     if landing.exists() or landing.is_symlink():
         if not landing.is_file() or landing.is_symlink():  # a stray entry would block the step forever
@@ -43,6 +46,29 @@ def training_step(
         return dg.MaterializeResult(
             metadata={"step": step, "landing_file": str(landing), "note": "already written"}
         )
+    with campaign_status(store, campaign_id, f"training_step of step {step}", mlflow):
+        return _train(context, store, home, mlflow, cfg, step, landing)
+
+
+def _previous_checkpoint(store, home, cfg, step: int):
+    """The checkpoint the policy continues from: this campaign's previous step, or at step 1 of a
+    continuing campaign the last checkpoint of the campaign it continues; None for a fresh start."""
+    if step > 1:
+        previous = checkpoint_dir(home.checkpoints, cfg.campaign_id, step - 1)
+    elif cfg.continue_from:
+        last = store.last_checkpoint(cfg.continue_from)
+        if last is None:
+            raise dg.Failure(description=f"continue_from '{cfg.continue_from}' has no checkpoint")
+        previous = checkpoint_dir(home.checkpoints, cfg.continue_from, last[0])
+    else:
+        return None
+    if not previous.exists():
+        raise dg.Failure(description=f"campaign '{cfg.campaign_id}': checkpoint {previous} is missing")
+    return previous
+
+
+def _train(context, store, home, mlflow, cfg, step: int, landing) -> dg.MaterializeResult:
+    campaign_id = cfg.campaign_id
     engine = make_engine(
         cfg.engine,
         campaign_tasks(store, cfg),
@@ -53,12 +79,8 @@ def training_step(
         eval_every=cfg.eval_every,
     )
     try:
-        if step > 1:
-            previous = checkpoint_dir(home.checkpoints, campaign_id, step - 1)
-            if not previous.exists():
-                raise dg.Failure(
-                    description=f"campaign '{campaign_id}': checkpoint of step {step - 1} missing: {previous}"
-                )
+        previous = _previous_checkpoint(store, home, cfg, step)
+        if previous is not None:
             engine.load(previous)
         batch, rows, metrics = roll_out_and_train(store, cfg, engine, step)  # DAPO / GRESO: + refill rounds
         checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step, keep=cfg.keep_checkpoints)
@@ -81,6 +103,8 @@ def training_step(
     return dg.MaterializeResult(
         metadata={
             "step": step,
+            "progress": progress_text(step, cfg.steps),
+            "policy_from": str(previous) if previous is not None else "initial policy",
             "landing_file": str(landing),
             "checkpoint": checkpoint.as_uri(),
             "mlflow_run_id": links["mlflow_run_id"],

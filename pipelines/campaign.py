@@ -1,130 +1,26 @@
-"""A campaign's configuration, and the scheduler it describes, rebuilt from the warehouse.
-
-A campaign = which tasks (sources, splits), which scheduler (EnvSched or a baseline, with config
-overrides), batch and group size, rollout engine, number of steps and seed. It is stored as JSON in
-``campaigns`` and is a Dagster dynamic partition; steps are rows, not partitions.
-"""
+"""A campaign's task pool and scheduler, rebuilt from the warehouse (the config is ``campaign.config``)."""
 
 from __future__ import annotations
 
 import hashlib
 import pickle
-import re
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.baselines import (
-    DAPO1xDynamicSampling,
-    DAPODynamicSampling,
-    DPSScheduler,
-    GRESOScheduler,
-    MoPPSScheduler,
-    RandomScheduler,
-)
-from training.engines.base import ENGINES
+from campaign import warm_start
+from campaign.config import CampaignConfig
+from envsched_core import EnvSched, TaskCatalog
+from envsched_core.schedulers import Scheduler, graph_overrides, scheduler_spec
 from warehouse.store import Warehouse
 
-SCHEDULERS = {
-    "envsched": EnvSched,
-    "random": RandomScheduler,
-    "dapo": DAPODynamicSampling,
-    "dapo-1x": DAPO1xDynamicSampling,
-    "greso": GRESOScheduler,
-    "mopps": MoPPSScheduler,
-    "dps": DPSScheduler,
-}
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # fullmatch: `$` would accept a trailing newline
-
-
-@dataclass
-class CampaignConfig:
-    """Everything that defines a campaign; stored as JSON in ``campaigns.config``."""
-
-    campaign_id: str
-    """Name of the campaign (letters, digits, ``_.-``); also its Dagster partition key."""
-    sources: list[str] = field(default_factory=lambda: ["bfcl_v3_multi_turn"])
-    """Environment sources whose tasks form the training pool."""
-    splits: list[str] = field(default_factory=list)
-    """Task splits in the training pool; empty = every split (held-out tasks are always excluded)."""
-    heldout_splits: list[str] = field(default_factory=list)
-    """Task splits held out whole for evaluation (e.g. tau-bench retail's ``test``, BFCL's ``long_context``)."""
-    heldout_fraction: float = 0.2
-    """Share of the other tasks held out by a hash of their task id (seed-independent, so every
-    campaign over the same catalogue evaluates on the same tasks); 0 = none."""
-    eval_every: int = 5
-    """Evaluate the policy on the held-out tasks every this many steps (and at step 1); 0 = never."""
-    scheduler: str = "envsched"
-    """``envsched`` or a baseline: random, dapo, dapo-1x, greso, mopps, dps."""
-    scheduler_config: dict[str, Any] = field(default_factory=dict)
-    """Overrides of SchedulerConfig fields (or the baseline's hyper-parameters), e.g. {"rho": 1.0}."""
-    batch_size: int = 64
-    """B: tasks per step."""
-    group_size: int = 8
-    """G: rollouts per task."""
-    engine: str = "simulated"
-    """Rollout engine: ``simulated`` (the envsched_core simulator over the real catalogue, CPU, seconds),
-    ``skill`` (the skill policy acting in the real environments, real verifiers, CPU), ``hf`` (a causal
-    LM with transformers ``generate`` in the real environments, GRPO update; CPU or GPU) or ``vllm``
-    (the same with vLLM sampling on a GPU)."""
-    engine_options: dict[str, Any] = field(default_factory=dict)
-    """Options of the engine's constructor (e.g. a model path)."""
-    steps: int = 20
-    """Steps to run."""
-    keep_checkpoints: int = 0
-    """Checkpoint folders kept per campaign (newest first); 0 keeps all."""
-    seed: int = 0
-    """Seed of the scheduler and the engine."""
-
-    def __post_init__(self) -> None:
-        if not _ID.fullmatch(self.campaign_id):
-            raise ValueError(f"campaign_id {self.campaign_id!r}: use 1-64 letters, digits, '_', '.', '-'")
-        if self.scheduler not in SCHEDULERS:
-            raise ValueError(f"scheduler {self.scheduler!r} unknown; choose from {sorted(SCHEDULERS)}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine {self.engine!r} unknown; choose from {list(ENGINES)}")
-        if self.batch_size < 1 or self.group_size < 2:
-            raise ValueError("batch_size must be >= 1 and group_size >= 2 (a group of 1 has no variance)")
-        if self.steps < 1:
-            raise ValueError("steps must be >= 1")
-        if not 0.0 <= self.heldout_fraction < 1.0:
-            raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
-        if set(self.splits) & set(self.heldout_splits):
-            raise ValueError(
-                f"split(s) {sorted(set(self.splits) & set(self.heldout_splits))} are both trained on and "
-                "held out; remove them from `splits` or from `heldout_splits`"
-            )
-        if self.eval_every < 0:
-            raise ValueError("eval_every must be >= 0 (0 = never evaluate)")
-        if self.scheduler == "envsched":
-            known = {f.name for f in fields(SchedulerConfig)}
-            unknown = set(self.scheduler_config) - known
-            if unknown:
-                raise ValueError(f"scheduler_config has unknown SchedulerConfig field(s) {sorted(unknown)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CampaignConfig:
-        data = dict(data)
-        # Campaigns stored before held-out splits existed trained on their whole pool: keep it so.
-        data.setdefault("heldout_fraction", 0.0)
-        return cls(**data)
-
-    def scheduler_settings(self) -> Any:
-        """The config object the scheduler takes (baselines read the fields they know)."""
-        if self.scheduler == "envsched":
-            return SchedulerConfig(
-                batch_size=self.batch_size, group_size=self.group_size, **self.scheduler_config
-            )
-        settings = SchedulerConfig(batch_size=self.batch_size, group_size=self.group_size)
-        for name, value in self.scheduler_config.items():
-            setattr(settings, name, value)
-        return settings
+__all__ = [
+    "CampaignConfig",
+    "build_scheduler",
+    "campaign_heldout_tasks",
+    "campaign_tasks",
+    "restore_scheduler",
+]
 
 
 def heldout_by_hash(task_ids: pd.Series, fraction: float) -> np.ndarray:
@@ -180,29 +76,55 @@ def campaign_catalog(store: Warehouse, config: CampaignConfig) -> TaskCatalog:
     return TaskCatalog.from_frame(campaign_tasks(store, config))
 
 
-def build_scheduler(store: Warehouse, config: CampaignConfig) -> tuple[Any, TaskCatalog]:
-    """A fresh scheduler over the campaign's pool, on the graph stored in the warehouse."""
+def build_scheduler(
+    store: Warehouse, config: CampaignConfig, warm: bool = False
+) -> tuple[Scheduler, TaskCatalog]:
+    """A fresh scheduler over the campaign's pool, on the graph stored in the warehouse, or on its own
+    graph when its config changes a graph field (the stored graph is built with the defaults).
+    ``warm``: a continuing campaign's scheduler starts from its template's history (``campaign.warm_start``)."""
     catalog = campaign_catalog(store, config)
-    cls = SCHEDULERS[config.scheduler]
-    if cls is EnvSched:
-        within = store.query("SELECT src, dst, similarity FROM edges_within")
-        cross = store.query("SELECT src, dst, similarity FROM edges_cross WHERE campaign_id = ''")
+    history = _warm_history(store, config, catalog) if warm and config.continue_from else None
+    spec = scheduler_spec(config.scheduler)
+    if spec.cls is EnvSched:
+        own_within, own_cross = graph_overrides(config.scheduler, config.scheduler_config)
         pool = set(catalog.task_ids)
-        within = within[within.src.isin(pool) & within.dst.isin(pool)]
-        cross = cross[cross.src.isin(pool) & cross.dst.isin(pool)]
+        within = cross = None
+        if not own_within:
+            within = store.query("SELECT src, dst, similarity FROM edges_within")
+            within = within[within.src.isin(pool) & within.dst.isin(pool)]
+        if not own_cross:
+            cross = store.query("SELECT src, dst, similarity FROM edges_cross WHERE campaign_id = ''")
+            cross = cross[cross.src.isin(pool) & cross.dst.isin(pool)]
+        settings = config.scheduler_settings()
+        stats = None
+        if history is not None:
+            stats = warm_start.warm_stats(history, catalog, settings.gamma, settings.prior_variance)
         scheduler = EnvSched(
-            catalog, config.scheduler_settings(), seed=config.seed, within_edges=within, cross_edges=cross
+            catalog, settings, seed=config.seed, within_edges=within, cross_edges=cross, stats=stats
         )
     else:
-        scheduler = cls(catalog, config.scheduler_settings(), seed=config.seed)
+        scheduler = spec.cls(catalog, config.scheduler_settings(), seed=config.seed)
+        if history is not None:
+            warm_start.replay(scheduler, history)
     return scheduler, catalog
+
+
+def _warm_history(store: Warehouse, config: CampaignConfig, catalog: TaskCatalog) -> pd.DataFrame:
+    """The rollouts a continuing campaign warm-starts from: its template's campaigns up to it, or
+    (started by hand) the campaign it continues."""
+    if config.template:
+        history = store.template_history(config.template, config.campaign_id)
+    else:
+        history = store.rollouts(config.continue_from)[["campaign_id", "step", "task_id", "reward"]]
+    return warm_start.timeline(history, catalog)
 
 
 def restore_scheduler(
     store: Warehouse, config: CampaignConfig, step: int, phase: str
-) -> tuple[Any, TaskCatalog]:
-    """The scheduler exactly as it was after ``phase`` of ``step`` (step 0: freshly built)."""
-    scheduler, catalog = build_scheduler(store, config)
+) -> tuple[Scheduler, TaskCatalog]:
+    """The scheduler exactly as it was after ``phase`` of ``step`` (step 0: freshly built, warm-started
+    when the campaign continues another)."""
+    scheduler, catalog = build_scheduler(store, config, warm=step == 0)
     if step > 0:
         blob = store.scheduler_state(config.campaign_id, step, phase)
         if blob is None:
@@ -213,5 +135,5 @@ def restore_scheduler(
     return scheduler, catalog
 
 
-def dump_state(scheduler: Any) -> bytes:
+def dump_state(scheduler: Scheduler) -> bytes:
     return pickle.dumps(scheduler.state_dict(), protocol=pickle.HIGHEST_PROTOCOL)

@@ -5,6 +5,7 @@ envsched envs list                    registered environment sources
 envsched envs verify-gold --source S  replay every gold solution, print ``passed N/M``
 envsched sql "SELECT ..."             query the warehouse (read-only, no file access)
 envsched campaign resume ID [--force] resume a campaign (--force: one that failed, after fixing the cause)
+envsched campaign run|start|status    run a campaign here / submit it to the running UI / where it stands
 
 Errors are one line on stderr; the traceback goes to ``<data folder>/envsched.log``.
 envsched ui                           start the Dagster web UI on localhost
@@ -21,8 +22,8 @@ from datetime import UTC, datetime
 
 import click
 
+from campaign.registry import ENGINES, SCHEDULERS
 from pipelines.paths import Paths
-from training.engines.base import ENGINES
 
 
 def _paths() -> Paths:
@@ -130,19 +131,14 @@ def _run_campaign(config, force: bool = False) -> None:
 # What `envsched run` loads: the benchmarks shipped with the project (synthetic is for scale tests).
 DEFAULT_SOURCES = ("bfcl_v3_multi_turn", "tau_bench_retail", "tau_bench_airline", "acebench_agent")
 
-SUMMARY_COLUMNS = {
-    "schedule/mean_variance": "mean_sel_var",
-    "schedule/envs_per_batch": "envs",
-    "schedule/tools_per_batch": "tools",
-    "rollout/reward_mean": "mean_reward",
-    "rollout/zero_variance_groups": "zero_var_groups",
-    "eval/heldout_score": "heldout_score",
-}
-
 
 def _summary_table(store, campaign_id: str) -> str:
+    from envsched_core.metric_names import SUMMARY
+
     metrics = store.step_metrics(campaign_id)
-    shown = metrics[[c for c in SUMMARY_COLUMNS if c in metrics.columns]].rename(columns=SUMMARY_COLUMNS)
+    if metrics.empty:
+        return f"\nPer step ({campaign_id}): no step observed yet\n"
+    shown = metrics[[c for c in SUMMARY if c in metrics.columns]].rename(columns=SUMMARY)
     return f"\nPer step ({campaign_id}):\n{shown.round(4).to_string()}\n"
 
 
@@ -178,85 +174,185 @@ def campaign() -> None:
     """Training campaigns."""
 
 
-@campaign.command("run")
-@click.option("--steps", type=int, required=True)
-@click.option(
-    "--campaign-id", default=None, help="Default: <scheduler>-<engine>-<timestamp>; an existing id resumes."
-)
-@click.option(
-    "--scheduler",
-    default="envsched",
-    show_default=True,
-    type=click.Choice(["envsched", "random", "dapo", "dapo-1x", "greso", "mopps", "dps"]),
-)
-@click.option("--engine", default="simulated", show_default=True, type=click.Choice(list(ENGINES)))
-@click.option("--model", default=None, help="Local model folder for the hf / vllm engines.")
-@click.option(
-    "--engine-option",
-    "engine_options",
-    multiple=True,
-    help="Engine option key=value (repeatable), e.g. executor=process, workers=2, max_new_tokens=64.",
-)
-@click.option("--source", "sources", multiple=True, default=("bfcl_v3_multi_turn",), show_default=True)
-@click.option("--split", "splits", multiple=True, help="Task splits in the pool (default: all).")
-@click.option(
-    "--heldout-split", "heldout_splits", multiple=True, help="Splits held out whole for evaluation."
-)
-@click.option(
-    "--heldout-fraction",
-    default=0.2,
-    show_default=True,
-    help="Share of the other tasks held out for evaluation (by a hash of the task id).",
-)
-@click.option(
-    "--eval-every", default=5, show_default=True, help="Evaluate on held-out tasks every N steps (0 = never)."
-)
-@click.option("--batch-size", default=64, show_default=True)
-@click.option("--group-size", default=8, show_default=True)
-@click.option("--seed", default=0, show_default=True)
-@click.option(
-    "--set", "overrides", multiple=True, help="Scheduler config field=value (repeatable), e.g. rho=1.0."
-)
-def campaign_run(
-    steps,
-    campaign_id,
-    scheduler,
-    engine,
-    model,
-    sources,
-    splits,
-    heldout_splits,
-    heldout_fraction,
-    eval_every,
-    engine_options,
-    batch_size,
-    group_size,
-    seed,
-    overrides,
-):
-    """Run (or resume) a campaign headless through Dagster; prints a per-step summary."""
+def _campaign_options(command):
+    """The options `campaign run` and `campaign start` share (the fields of CampaignConfig)."""
+    options = [
+        click.option("--steps", type=int, required=True),
+        click.option(
+            "--campaign-id",
+            default=None,
+            help="Default: <scheduler>-<engine>-<timestamp>; an existing id resumes.",
+        ),
+        click.option(
+            "--scheduler", default="envsched", show_default=True, type=click.Choice(sorted(SCHEDULERS))
+        ),
+        click.option("--engine", default="simulated", show_default=True, type=click.Choice(list(ENGINES))),
+        click.option("--model", default=None, help="Local model folder for the hf / vllm engines."),
+        click.option(
+            "--engine-option",
+            "engine_options",
+            multiple=True,
+            help="Engine option key=value (repeatable), e.g. executor=process, workers=2, max_new_tokens=64.",
+        ),
+        click.option(
+            "--source", "sources", multiple=True, default=("bfcl_v3_multi_turn",), show_default=True
+        ),
+        click.option("--split", "splits", multiple=True, help="Task splits in the pool (default: all)."),
+        click.option(
+            "--heldout-split", "heldout_splits", multiple=True, help="Splits held out whole for evaluation."
+        ),
+        click.option(
+            "--heldout-fraction",
+            default=0.2,
+            show_default=True,
+            help="Share of the other tasks held out for evaluation (by a hash of the task id).",
+        ),
+        click.option(
+            "--eval-every",
+            default=5,
+            show_default=True,
+            help="Evaluate on held-out tasks every N steps (0 = never).",
+        ),
+        click.option("--batch-size", default=64, show_default=True),
+        click.option("--group-size", default=8, show_default=True),
+        click.option("--seed", default=0, show_default=True),
+        click.option(
+            "--set",
+            "overrides",
+            multiple=True,
+            help="Scheduler config field=value (repeatable), e.g. rho=1.0.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _campaign_config(options: dict):
+    """The CampaignConfig the shared options describe; a bad field is a one-line usage error."""
     from datetime import UTC, datetime
 
-    from pipelines.campaign import CampaignConfig
+    from campaign.config import CampaignConfig
 
-    config = CampaignConfig(
-        campaign_id=campaign_id or f"{scheduler}-{engine}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
-        sources=list(sources),
-        splits=list(splits),
-        heldout_splits=list(heldout_splits),
-        heldout_fraction=heldout_fraction,
-        eval_every=eval_every,
-        scheduler=scheduler,
-        scheduler_config=_parse_options(overrides),
-        batch_size=batch_size,
-        group_size=group_size,
-        engine=engine,
-        engine_options={**_parse_options(engine_options), **({"model": model} if model else {})},
-        steps=steps,
-        seed=seed,
-    )
-    _run_campaign(config)
+    scheduler, engine, model = options["scheduler"], options["engine"], options["model"]
+    try:
+        return CampaignConfig(
+            campaign_id=options["campaign_id"] or f"{scheduler}-{engine}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
+            sources=list(options["sources"]),
+            splits=list(options["splits"]),
+            heldout_splits=list(options["heldout_splits"]),
+            heldout_fraction=options["heldout_fraction"],
+            eval_every=options["eval_every"],
+            scheduler=scheduler,
+            scheduler_config=_parse_options(options["overrides"]),
+            batch_size=options["batch_size"],
+            group_size=options["group_size"],
+            engine=engine,
+            engine_options={
+                **_parse_options(options["engine_options"]),
+                **({"model": model} if model else {}),
+            },
+            steps=options["steps"],
+            seed=options["seed"],
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+UI_URL = os.environ.get("ENVSCHED_UI_URL", "http://127.0.0.1:3000")
+
+
+@campaign.command("run")
+@_campaign_options
+@click.option(
+    "--ui-url",
+    default=None,
+    help="Submit to this running `envsched ui` and wait (default: in this process, unless the instance's "
+    "daemon is running, then to " + UI_URL + ").",
+)
+def campaign_run(ui_url, **options):
+    """Start (or resume) a campaign and wait until it completes: through the running UI's daemon when
+    there is one, else in this process through the same runs and sensors; prints a per-step summary."""
+    from pipelines.submit import daemon_running
+
+    config = _campaign_config(options)
+    paths = _paths()
+    if ui_url or daemon_running():
+        _submit_and_wait(config, ui_url or UI_URL)
+        from warehouse.store import Warehouse
+
+        click.echo(_summary_table(Warehouse(paths.warehouse), config.campaign_id))
+    else:
+        _run_campaign(config)
     _print_next_steps()
+
+
+def _submit_and_wait(config, ui_url: str) -> None:
+    import time
+
+    from pipelines.submit import submit_start
+    from warehouse.store import Warehouse
+
+    run_id = submit_start(config, ui_url)
+    click.echo(f"campaign {config.campaign_id}: start_campaign run {run_id} submitted to {ui_url}; waiting")
+    store, shown = Warehouse(_paths().warehouse), None
+    while True:
+        time.sleep(2)
+        overview = store.campaign_overview(config.campaign_id) if store.path.exists() else None
+        if overview is None or overview.empty:
+            continue
+        row = overview.iloc[0]
+        line = f"  {row['status']}: step {row['step']}/{row['steps']}"
+        if line != shown:
+            click.echo(line)
+            shown = line
+        if row["status"] == "failed":
+            click.echo(f"campaign {config.campaign_id} failed: {row['status_reason']}", err=True)
+            raise SystemExit(1)
+        if row["status"] == "completed":
+            return
+
+
+@campaign.command("start")
+@_campaign_options
+@click.option("--ui-url", default=UI_URL, show_default=True, help="The running `envsched ui`.")
+def campaign_start(ui_url, **options):
+    """Submit a `start_campaign` run to the running UI and return at once; its daemon runs the campaign
+    to the end (follow it with `envsched campaign status ID` or in the UI)."""
+    from pipelines.submit import submit_start
+
+    config = _campaign_config(options)
+    run_id = submit_start(config, ui_url)
+    click.echo(f"campaign {config.campaign_id}: start_campaign run {run_id} submitted to {ui_url}")
+    click.echo(f"follow it: envsched campaign status {config.campaign_id}   or   {ui_url}/runs/{run_id}")
+
+
+@campaign.command("status")
+@click.argument("campaign_id", required=False)
+def campaign_status_command(campaign_id):
+    """Every campaign's status and step x/N; with an ID, also its per-step metrics."""
+    import pandas as pd
+
+    from warehouse.store import Warehouse
+
+    store = Warehouse(_paths().warehouse)
+    if not store.path.exists():
+        raise click.UsageError(f"no warehouse at {store.path}; start a campaign first")
+    overview = store.campaign_overview(campaign_id)
+    if overview.empty:
+        raise click.UsageError(
+            f"unknown campaign '{campaign_id}'; `envsched campaign status` lists them"
+            if campaign_id
+            else "no campaigns yet; start one with `envsched campaign start --steps N` (UI running)"
+        )
+    overview["progress"] = [f"{s}/{n}" for s, n in zip(overview["step"], overview["steps"], strict=True)]
+    shown = overview[
+        ["campaign_id", "scheduler", "status", "progress", "template", "status_reason", "updated_at"]
+    ]
+    with pd.option_context("display.max_colwidth", 80, "display.width", 200):
+        click.echo(shown.fillna("").to_string(index=False))
+    if campaign_id:
+        click.echo(_summary_table(store, campaign_id))
 
 
 @campaign.command("resume")

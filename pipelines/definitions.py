@@ -1,7 +1,10 @@
-"""The code location: assets, checks, jobs, sensors and resources. Only assembles; logic lives elsewhere.
+"""The code location: assets, checks, jobs, sensors, schedules and resources. Only assembles; logic
+lives elsewhere.
 
 Every asset that writes the warehouse runs in the concurrency pool `warehouse` (limit 1, set in the
-instance's dagster.yaml), because DuckDB allows one writing process per file.
+instance's dagster.yaml), because DuckDB allows one writing process per file. Every job runs its steps
+in the run's own process: the pool serialises the writers anyway, and a subprocess per asset cost
+seconds of start-up each.
 """
 
 import dagster as dg
@@ -10,10 +13,13 @@ from assets.campaign import rollouts, scheduled_batch, task_stats, variance_pred
 from assets.catalog import catalog_checks, environment_catalog
 from assets.graph import cross_env_edges, graph_checks, task_embeddings, within_env_edges
 from assets.training import training_step
+from pipelines.campaign_sensor import campaign_sensor
 from pipelines.jobs import build_graph, ingest_rollouts, plan_step, refresh_catalog, train_step
 from pipelines.mlflow_resource import MLflowResource
 from pipelines.resources import PathsResource, WarehouseResource
+from pipelines.schedules import template_schedules
 from pipelines.sensors import landing_sensor
+from pipelines.start_campaign import start_campaign
 
 defs = dg.Definitions(
     assets=[
@@ -28,7 +34,9 @@ defs = dg.Definitions(
         scheduled_batch,
     ],
     asset_checks=[*catalog_checks, *graph_checks],
-    jobs=[refresh_catalog, build_graph, plan_step, train_step, ingest_rollouts],
-    sensors=[landing_sensor],
+    jobs=[start_campaign, refresh_catalog, build_graph, plan_step, train_step, ingest_rollouts],
+    sensors=[landing_sensor, campaign_sensor],
+    schedules=template_schedules(),
     resources={"warehouse": WarehouseResource(), "paths": PathsResource(), "mlflow": MLflowResource()},
+    executor=dg.in_process_executor,
 )

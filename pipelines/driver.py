@@ -1,10 +1,11 @@
-"""Headless campaign driver: runs a campaign step by step through Dagster's own execution.
+"""Headless campaign driver: what the Dagster daemon does for a campaign, in this process.
 
-Every piece runs as a Dagster run on the persistent instance (so it shows in the UI later), and
-the step loop closes exactly as in production: the training run writes a landing file, the landing
-sensor is evaluated through Dagster's sensor API, and each run request it returns is executed as an
-`ingest_rollouts` run. Where the campaign stands is read from the warehouse, so running the same
-command again after a crash resumes at the step where it stopped.
+The campaign starts with a `start_campaign` run, then the two sensors the daemon would tick (the
+campaign sensor and the landing sensor) are evaluated through Dagster's sensor API and each run they
+request is executed, until the assets mark the campaign completed or failed. So the runs, their
+tags and the statuses are the same as under `dagster dev`, and every run is on the persistent
+instance (the UI shows it later). Where the campaign stands is read from the warehouse, so running the
+same command again after a crash resumes at the step where it stopped.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from pipelines.campaign import CampaignConfig
+from campaign.config import CampaignConfig
+from pipelines.campaign_status import CAMPAIGN_TAG
 from pipelines.crash_safety import describe_waits, free_dead_runs
+from pipelines.paths import Paths
+from pipelines.start_campaign import run_config_for
 from warehouse.store import Warehouse
 
 _WAIT_POLL_S = 2.0
@@ -156,66 +160,80 @@ def ingest_pending(
     return len(requests), result.cursor
 
 
+def _evaluate(ctx: DriverContext, sensor_name: str, cursor: str | None = None) -> tuple[list, str | None]:
+    sensor = ctx.defs.resolve_sensor_def(sensor_name)
+    context = dg.build_sensor_context(
+        instance=ctx.instance, cursor=cursor, definitions=ctx.defs, resources=dict(ctx.defs.resources or {})
+    )
+    result = sensor(context)  # Dagster's documented way to evaluate a sensor outside the daemon
+    if isinstance(result, dg.SensorResult):
+        return list(result.run_requests or []), result.cursor
+    return [r for r in (result or []) if isinstance(r, dg.RunRequest)], cursor
+
+
+def advance_once(ctx: DriverContext, campaign_id: str) -> int:
+    """Evaluate the campaign sensor once and execute the request for ``campaign_id``; returns runs."""
+    requests, _ = _evaluate(ctx, "campaign_sensor")
+    mine = [r for r in requests if r.tags.get(CAMPAIGN_TAG) == campaign_id]
+    for request in mine:
+        _execute(
+            ctx,
+            request.job_name,
+            request.partition_key,
+            request.run_config,
+            {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": "campaign_sensor"},
+        )
+    return len(mine)
+
+
 def run_campaign(
     config: CampaignConfig,
     ctx: DriverContext,
     on_step: Callable[[int], None] | None = None,
     force: bool = False,
 ) -> None:
-    """Create (or resume) the campaign and run it until its last step is ingested. ``force`` resumes
-    a campaign that failed (once its cause, e.g. a stray landing file, is removed)."""
+    """Start (or resume) the campaign and advance it as the daemon would until it completes.
+    ``force`` resumes a campaign that failed (once its cause, e.g. a stray landing file, is removed)."""
     recover(ctx)
-    prepare_catalog(ctx, config.sources)
-    ctx.store.create_campaign(config.campaign_id, config.to_dict(), config.scheduler)
-    ctx.instance.add_dynamic_partitions("campaigns", [config.campaign_id])
-    status = ctx.store.campaign(config.campaign_id)
-    if status["status"] == "failed":
-        if not force:
-            raise CampaignFailed(
-                f"campaign '{config.campaign_id}' failed earlier: {status['status_reason']}; after fixing the "
-                f"cause (e.g. removing a stray file), run `envsched campaign resume {config.campaign_id} --force`"
-            )
-        ctx.notify(f"campaign {config.campaign_id}: resuming after failure ({status['status_reason']})")
-    ctx.store.set_campaign_status(config.campaign_id, "running")
-    cursor = None  # the sensor also skips files the warehouse has already loaded
-    while True:
-        progress = ctx.store.progress(config.campaign_id)
-        if progress["observed"] >= config.steps:
-            break
-        if progress["scheduled"] <= progress["observed"]:
-            _execute(ctx, "plan_step", config.campaign_id)  # first batch, or a crash before scheduling
-            continue
-        if progress["loaded"] < progress["scheduled"]:
-            runs, cursor = ingest_pending(ctx, cursor, config.campaign_id)
-            if ctx.store.progress(config.campaign_id)["loaded"] < progress["scheduled"]:
-                _execute(ctx, "train_step", config.campaign_id)
-                runs, cursor = ingest_pending(ctx, cursor, config.campaign_id)
-            if runs == 0:
+    campaign_id = config.campaign_id
+    if ctx.store.path.exists() and not ctx.store.campaign_overview(campaign_id).empty:
+        status = ctx.store.campaign(campaign_id)
+        if status["status"] == "failed":
+            if not force:
                 raise CampaignFailed(
-                    f"step {progress['scheduled']}: the landing sensor found no file to ingest"
+                    f"campaign '{campaign_id}' failed earlier: {status['status_reason']}; after fixing the "
+                    f"cause (e.g. removing a stray file), run `envsched campaign resume {campaign_id} --force`"
                 )
-            status = ctx.store.campaign(config.campaign_id)
-            if status["status"] == "failed":
-                raise CampaignFailed(status["status_reason"])
-            if on_step:
-                on_step(progress["scheduled"])
-            continue
-        # rollouts loaded but not yet observed (a crash inside ingestion): redo the refresh
-        _execute(
-            ctx,
-            "ingest_rollouts",
-            config.campaign_id,
-            run_config={
-                "ops": {
-                    "rollouts": {
-                        "config": {"path": _loaded_file(ctx, config.campaign_id, progress["loaded"])}
-                    }
-                }
-            },
-        )
-    ctx.store.set_campaign_status(config.campaign_id, "completed")
+            ctx.notify(f"campaign {campaign_id}: resuming after failure ({status['status_reason']})")
+            ctx.store.set_campaign_status(campaign_id, "running")
+    _execute(ctx, "start_campaign", run_config=run_config_for(config))
+    follow_campaign(ctx, campaign_id, config.steps, on_step)
 
 
-def _loaded_file(ctx: DriverContext, campaign_id: str, step: int) -> str:
-    """The loaded file of ``step``, relative to the data folder (it need not exist any more)."""
-    return ctx.store.loaded_step_file(campaign_id, step)[0]
+def follow_campaign(
+    ctx: DriverContext, campaign_id: str, steps: int, on_step: Callable[[int], None] | None = None
+) -> None:
+    """Advance a registered campaign as the daemon would until the assets mark it completed."""
+    cursor, reported = None, ctx.store.progress(campaign_id)["observed"]
+    while True:
+        status = ctx.store.campaign(campaign_id)
+        if status["status"] == "completed":
+            return
+        if status["status"] == "failed":
+            raise CampaignFailed(status["status_reason"])
+        try:
+            runs, cursor = ingest_pending(ctx, cursor, campaign_id)
+            runs += advance_once(ctx, campaign_id)
+        except CampaignFailed:
+            status = ctx.store.campaign(campaign_id)
+            if status["status"] == "failed":  # the asset said why: report that, not the run's traceback
+                raise CampaignFailed(status["status_reason"]) from None
+            raise
+        observed = ctx.store.progress(campaign_id)["observed"]
+        if on_step:
+            for step in range(reported + 1, min(observed, steps) + 1):
+                on_step(step)
+        reported = max(reported, observed)
+        if runs == 0 and ctx.store.campaign(campaign_id)["status"] not in ("completed", "failed"):
+            landing = Paths.from_env().landing
+            raise CampaignFailed(f"campaign '{campaign_id}': no run to request (landing folder {landing})")

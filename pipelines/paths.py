@@ -14,6 +14,8 @@ concurrency:
     default_limit: 1
 telemetry:
   enabled: false
+nux:
+  enabled: false  # no onboarding / newsletter dialog over the UI
 """
 
 

@@ -18,7 +18,8 @@ import pandas as pd
 
 from envsched_core import TaskCatalog
 from envsched_core.dynamic_sampling import scheduler_refill, uses_dynamic_sampling
-from pipelines.campaign import SCHEDULERS, CampaignConfig, dump_state, restore_scheduler
+from envsched_core.schedulers import scheduler_spec
+from pipelines.campaign import CampaignConfig, dump_state, restore_scheduler
 from training.engines.base import RolloutEngine
 from warehouse.store import Warehouse
 
@@ -30,7 +31,7 @@ def roll_out_and_train(
     asks for) and update the policy once. Returns every round's batch rows, the landing rows and the
     step metrics (with ``rollout/refill_rounds`` for dynamic sampling)."""
     batch = store.batch(config.campaign_id, step, first_round=True)
-    if not uses_dynamic_sampling(SCHEDULERS[config.scheduler]):
+    if not uses_dynamic_sampling(scheduler_spec(config.scheduler).cls):
         rows, metrics = engine.run_step(batch, step)
         return batch, rows, metrics
     scheduler, _ = restore_scheduler(store, config, step, "selected")

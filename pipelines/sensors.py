@@ -15,6 +15,7 @@ import json
 
 import dagster as dg
 
+from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
 from pipelines.jobs import ingest_rollouts
 from pipelines.resources import PathsResource, WarehouseResource
 from warehouse.landing import LandingFile, NotALandingFile, scan
@@ -72,7 +73,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, paths: PathsResource, wa
                 run_key=f"{landing_file.run_key}:{fingerprint.split(':')[1]}",
                 partition_key=landing_file.campaign_id,
                 run_config={"ops": {"rollouts": {"config": {"path": str(landing_file.path)}}}},
-                tags={"envsched/campaign": landing_file.campaign_id, "envsched/step": str(landing_file.step)},
+                tags={CAMPAIGN_TAG: landing_file.campaign_id, STEP_TAG: str(landing_file.step)},
             )
         )
         seen[relpath] = fingerprint

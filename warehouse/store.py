@@ -25,6 +25,12 @@ import pandas as pd
 from warehouse.migrations import apply_migrations
 
 _LOCK_WAIT_S = 60.0
+_SQL_DIR = Path(__file__).parent / "sql"
+
+
+def _sql(name: str) -> str:
+    """The query in ``warehouse/sql/<name>.sql``."""
+    return (_SQL_DIR / f"{name}.sql").read_text()
 
 
 class ConflictingDelivery(ValueError):
@@ -256,6 +262,49 @@ class Warehouse:
                     "observed": "SELECT max(step) FROM scheduler_states WHERE campaign_id = ? AND phase = 'observed'",
                 }.items()
             }
+
+    def catalog_readiness(self) -> tuple[set[str], int, int]:
+        """(active sources, active tasks whose embedding is missing or stale, within-edge count)."""
+        with self.reader() as conn:
+            sources = {
+                r[0] for r in conn.execute("SELECT DISTINCT source FROM tasks WHERE active").fetchall()
+            }
+            stale = conn.execute(_sql("stale_embeddings")).fetchone()[0]
+            edges = conn.execute("SELECT count(*) FROM edges_within").fetchone()[0]
+        return sources, int(stale), int(edges)
+
+    def campaigns_in_progress(self) -> pd.DataFrame:
+        """Created or running campaigns with their config (a dict) and progress (scheduled, loaded,
+        observed), oldest first; empty before the warehouse exists."""
+        if not self.path.exists():
+            return pd.DataFrame(
+                columns=["campaign_id", "config", "status", "scheduled", "loaded", "observed"]
+            )
+        frame = self.query(_sql("campaigns_in_progress"))
+        frame["config"] = [json.loads(c) for c in frame["config"]]
+        return frame
+
+    def campaign_overview(self, campaign_id: str | None = None) -> pd.DataFrame:
+        """Per campaign: scheduler, status, observed step of the configured steps, template, reason."""
+        return self.query(_sql("campaign_overview"), [campaign_id, campaign_id])
+
+    def latest_template_campaign(self, template: str, starting: str) -> str | None:
+        """The newest campaign of ``template`` other than ``starting`` that saved a checkpoint."""
+        return self.scalar(_sql("latest_template_campaign"), [template, starting])
+
+    def template_history(self, template: str, upto_campaign: str) -> pd.DataFrame:
+        """Rollouts (campaign_id, step, task_id, reward) of ``template``'s campaigns created up to
+        ``upto_campaign``, oldest campaign first."""
+        return self.query(_sql("template_history"), [template, upto_campaign])
+
+    def last_checkpoint(self, campaign_id: str) -> tuple[int, str] | None:
+        """(step, uri) of the campaign's newest checkpoint."""
+        with self.reader() as conn:
+            row = conn.execute(
+                "SELECT step, uri FROM checkpoints WHERE campaign_id = ? ORDER BY step DESC LIMIT 1",
+                [campaign_id],
+            ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
 
     def scheduler_state(self, campaign_id: str, step: int, phase: str) -> bytes | None:
         with self.reader() as conn:

@@ -1,0 +1,197 @@
+"""Campaigns Dagster runs by itself: `start_campaign`, the campaign sensor, statuses set by the assets."""
+
+import dagster as dg
+import pytest
+
+from campaign.config import CampaignConfig
+from pipelines.campaign import build_scheduler
+from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
+from pipelines.driver import CampaignFailed, _execute, run_campaign
+from pipelines.paths import Paths
+from pipelines.start_campaign import run_config_for
+
+B, G = 12, 4
+
+
+def _config(campaign_id: str, steps: int = 2, **changes) -> CampaignConfig:
+    return CampaignConfig(
+        campaign_id=campaign_id,
+        splits=["base"],
+        batch_size=B,
+        group_size=G,
+        steps=steps,
+        eval_every=0,
+        **changes,
+    )
+
+
+def _sensor_requests(driver) -> list[dg.RunRequest]:
+    sensor = driver.defs.resolve_sensor_def("campaign_sensor")
+    context = dg.build_sensor_context(
+        instance=driver.instance, definitions=driver.defs, resources=dict(driver.defs.resources)
+    )
+    result = sensor(context)
+    return [] if isinstance(result, dg.SkipReason) else list(result)
+
+
+def test_start_campaign_registers_row_and_partition_and_the_sensor_plans_step_1(driver):
+    assert _sensor_requests(driver) == []  # nothing to advance yet
+    _execute(driver, "start_campaign", run_config=run_config_for(_config("ui-new-campaign")))
+    assert driver.store.campaign("ui-new-campaign")["status"] == "created"
+    assert "ui-new-campaign" in driver.instance.get_dynamic_partitions("campaigns")
+    (start,) = driver.instance.get_runs(dg.RunsFilter(job_name="start_campaign"))
+    assert start.tags[CAMPAIGN_TAG] == "ui-new-campaign"
+    (request,) = _sensor_requests(driver)
+    assert (request.job_name, request.partition_key, request.run_key) == (
+        "plan_step",
+        "ui-new-campaign",
+        "ui-new-campaign:plan:1",
+    )
+    _execute(driver, request.job_name, request.partition_key, tags=request.tags)
+    (request,) = _sensor_requests(driver)  # a batch is waiting: train it
+    assert (request.job_name, request.tags[STEP_TAG]) == ("train_step", "1")
+    assert driver.store.campaign("ui-new-campaign")["status"] == "running"
+
+
+def test_start_campaign_with_a_bad_scheduler_config_fails_and_writes_nothing(driver):
+    bad = run_config_for(_config("bad-rho"))
+    bad["ops"]["register_campaign"]["config"]["scheduler_config"] = {"rho": 2.0}
+    with pytest.raises(
+        CampaignFailed, match=r"bad campaign config: SchedulerConfig: rho=2.0 must be in \[0, 1\]"
+    ):
+        _execute(driver, "start_campaign", run_config=bad)
+    assert driver.store.campaign_overview("bad-rho").empty
+    assert "bad-rho" not in driver.instance.get_dynamic_partitions("campaigns")
+
+
+def test_unknown_campaign_partition_fails_saying_how_to_start_it_and_is_removed(driver):
+    driver.instance.add_dynamic_partitions("campaigns", ["typo-campaign"])
+    with pytest.raises(CampaignFailed) as error:
+        _execute(driver, "plan_step", "typo-campaign")
+    assert "unknown campaign 'typo-campaign'" in str(error.value)
+    assert "start_campaign" in str(error.value) and "envsched campaign start" in str(error.value)
+    assert "typo-campaign" not in driver.instance.get_dynamic_partitions("campaigns")
+
+
+def test_campaign_advanced_by_the_sensors_completes_tags_runs_and_ends_mlflow_run(driver):
+    run_campaign(_config("daemon", steps=2), driver)
+    assert driver.store.campaign("daemon")["status"] == "completed"
+    runs = driver.instance.get_runs()
+    assert {"start_campaign", "plan_step", "train_step", "ingest_rollouts"} <= {r.job_name for r in runs}
+    steps = {(r.job_name, r.tags.get(STEP_TAG)) for r in runs}
+    assert {("train_step", "1"), ("train_step", "2"), ("ingest_rollouts", "2")} <= steps
+    assert all(r.tags.get(CAMPAIGN_TAG) == "daemon" for r in runs), [(r.job_name, r.tags) for r in runs]
+    # once completed, the sensor requests nothing more
+    assert _sensor_requests(driver) == []
+    from mlflow import MlflowClient
+
+    from training.mlflow_tracking import sqlite_uri
+
+    client = MlflowClient(tracking_uri=sqlite_uri(Paths.from_env().mlflow_db))
+    (run,) = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], "tags.`envsched.campaign_id` = 'daemon'"
+    )
+    assert run.info.status == "FINISHED"
+
+
+def test_campaign_whose_engine_fails_is_marked_failed_with_the_reason(driver):
+    # passes the config check (the option exists) but the engine cannot start with it
+    with pytest.raises(CampaignFailed, match="training_step of step 1"):
+        run_campaign(_config("broken", engine_options={"initial_success": "high"}), driver)
+    status = driver.store.campaign("broken")
+    assert status["status"] == "failed"
+    assert status["status_reason"].startswith("training_step of step 1: TypeError")
+    assert _sensor_requests(driver) == []  # a failed campaign is not advanced
+
+
+def test_quota_check_uses_the_campaign_env_quota(driver):
+    config = _config("quota", steps=1, scheduler_config={"env_quota_fraction": 0.5})
+    run_campaign(config, driver)
+    (event,) = driver.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("scheduled_batch"), asset_partitions=["quota"]), limit=10
+    ).records[-1:]
+    metadata = event.asset_materialization.metadata
+    assert metadata["environment_quota"].value == 6  # max(2, ceil(0.5 * 12)), not the default 2
+    check = driver.instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota")]
+    )
+    assert all(record.status.value == "SUCCEEDED" for record in check.values())
+
+
+def test_graph_fields_make_the_campaign_build_its_own_graph(driver):
+    stored, _ = build_scheduler(driver.store, _config("stored"))
+    own, _ = build_scheduler(driver.store, _config("own", scheduler_config={"k_within": 3}))
+
+    def max_degree(scheduler) -> int:
+        src = scheduler.within[0]
+        return int(max(sum(src == s) for s in set(src.tolist())))
+
+    assert max_degree(stored) == 8 and max_degree(own) == 3
+
+
+NIGHTLY = """
+name: nightly
+cron: "0 2 * * *"
+splits: [base]
+batch_size: 12
+group_size: 4
+steps: 2
+eval_every: 0
+continue_from: latest
+"""
+
+
+def test_definitions_turn_each_template_into_a_stopped_schedule():
+    from pipelines.definitions import defs
+
+    schedule = defs.resolve_schedule_def("bfcl_nightly_schedule")
+    assert schedule.job_name == "start_campaign" and schedule.cron_schedule == "0 2 * * *"
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+
+
+def test_template_schedule_tick_starts_a_campaign_that_continues_from_the_last(driver, tmp_path):
+    import pickle
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from campaign.templates import load_templates
+    from pipelines.driver import follow_campaign
+    from pipelines.schedules import template_schedule
+
+    (tmp_path / "nightly.yaml").write_text(NIGHTLY)
+    (template,) = load_templates(tmp_path)
+    schedule = template_schedule(template)
+
+    def tick(day: int) -> str:
+        context = dg.build_schedule_context(
+            instance=driver.instance, scheduled_execution_time=datetime(2026, 12, day, 2, tzinfo=UTC)
+        )
+        (request,) = schedule.evaluate_tick(context).run_requests
+        _execute(driver, "start_campaign", run_config=request.run_config, tags=request.tags)
+        campaign_id = request.tags[CAMPAIGN_TAG]
+        follow_campaign(driver, campaign_id, steps=2)
+        return campaign_id
+
+    first, second = tick(1), tick(2)
+    assert (first, second) == ("nightly-20261201", "nightly-20261202")
+    assert driver.store.campaign(first)["config"]["continue_from"] == ""  # nothing to continue yet
+    assert driver.store.campaign(second)["config"]["continue_from"] == first
+    assert driver.store.campaign(second)["status"] == "completed"
+    # The scheduler starts from the template's history: step 1 exploits (a fresh step 1 is all coverage).
+    assert (driver.store.batch(first, 1)["role"] == "coverage").all()
+    assert (driver.store.batch(second, 1)["role"] == "exploit").any()
+    # The policy starts from the first campaign's last checkpoint, not from scratch.
+    root = Paths.from_env().checkpoints
+
+    def theta(campaign_id: str, step: int) -> np.ndarray:
+        return pickle.loads((root / campaign_id / f"step={step}" / "engine.pkl").read_bytes())["theta"]
+
+    # (updates only push skills up, so one more step from first's last is closer to it than to its first)
+    assert np.abs(theta(second, 1) - theta(first, 2)).sum() < np.abs(theta(second, 1) - theta(first, 1)).sum()
+    (record,) = driver.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("training_step"), asset_partitions=[second]),
+        limit=1,
+        ascending=True,
+    ).records
+    assert record.asset_materialization.metadata["policy_from"].value == str(root / first / "step=2")

@@ -1,0 +1,83 @@
+"""A real browser (Debian's chromium, driven by Playwright) starts a campaign from the Launchpad of
+`start_campaign` under `dagster dev`, and the daemon runs it to `completed` with no further clicks."""
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.dev_server import dagster_dev
+from pipelines.paths import Paths
+from warehouse.store import Warehouse
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+CAMPAIGN = "ui-browser"
+# Typed into the Launchpad's editor: 2 steps, the simulated engine, a small batch.
+LAUNCH_CONFIG = (
+    "ops: {register_campaign: {config: {campaign_id: ui-browser, steps: 2, engine: simulated, "
+    "scheduler: envsched, splits: [base], batch_size: 8, group_size: 4, eval_every: 0}}}"
+)
+
+
+def _wait_for_status(store: Warehouse, wanted: str, timeout_s: float) -> str:
+    deadline, status = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        if store.path.exists() and not store.campaign_overview(CAMPAIGN).empty:
+            status = store.campaign(CAMPAIGN)["status"]
+            if status in (wanted, "failed"):
+                return status
+        time.sleep(2)
+    return f"timed out at status {status}"
+
+
+@pytest.mark.slow
+def test_ui_browser_launchpad_starts_a_campaign_the_daemon_completes(tmp_path, prepared_warehouse):
+    from playwright.sync_api import expect, sync_playwright
+
+    assert CHROMIUM.exists(), (
+        "Debian's chromium is missing: `make test` installs it (apt-get install chromium)"
+    )
+    home = Paths(tmp_path / "home").ensure()
+    shutil.copy(prepared_warehouse, home.warehouse)
+    store = Warehouse(home.warehouse)
+    with dagster_dev(home.home, log=tmp_path / "dagster-dev.log") as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        try:
+            page.goto(f"{url}/locations/pipelines.definitions/jobs/start_campaign/playground")
+            editor = page.locator(".CodeMirror").first
+            editor.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.insert_text(LAUNCH_CONFIG)
+            page.get_by_role("button", name="Launch Run").click()
+            page.wait_for_url("**/runs/**")
+
+            status = _wait_for_status(store, "completed", timeout_s=420)
+            log = (tmp_path / "dagster-dev.log").read_text(errors="replace")[-3000:]
+            assert status == "completed", f"campaign {status}: {store.campaign_overview(CAMPAIGN)}\n{log}"
+
+            # The runs the daemon launched, found by the campaign tag.
+            page.goto(f"{url}/runs?q%5B0%5D=tag%3Aenvsched%2Fcampaign%3D{CAMPAIGN}")
+            for job in ("start_campaign", "plan_step", "train_step", "ingest_rollouts"):
+                expect(page.get_by_role("link", name=job).first).to_be_visible()
+            # The status and the per-step metrics, in the materialisations of the campaign's partition.
+            page.goto(f"{url}/assets/scheduled_batch?partition={CAMPAIGN}")
+            expect(page.get_by_text("campaign completed its 2 steps").first).to_be_visible()
+            page.goto(f"{url}/assets/variance_predictions?partition={CAMPAIGN}")
+            expect(page.get_by_text("metrics_by_step").first).to_be_visible()
+            expect(page.get_by_text("mean_sel_var").first).to_be_visible()
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
