@@ -9,6 +9,7 @@ from assets.observability import progress_text
 from pipelines.campaign import campaign_heldout_tasks, campaign_tasks
 from pipelines.campaign_status import campaign_status, load_campaign, tag_run
 from pipelines.mlflow_resource import MLflowResource
+from pipelines.pool_slot import pool_slot
 from pipelines.refill import roll_out_and_train
 from pipelines.resources import PathsResource, WarehouseResource
 from training.checkpoints import checkpoint_dir, save_checkpoint
@@ -16,7 +17,8 @@ from training.engines import make_engine
 from warehouse.landing import step_path, write_step_file
 
 
-@dg.asset(group_name="training", partitions_def=campaigns, pool=WAREHOUSE_POOL)
+# Not in the `warehouse` pool: the rollouts and the update run outside it; the writes take a slot.
+@dg.asset(group_name="training", partitions_def=campaigns)
 def training_step(
     context: dg.AssetExecutionContext,
     warehouse: WarehouseResource,
@@ -82,7 +84,10 @@ def _train(context, store, home, mlflow, cfg, step: int, landing) -> dg.Material
         previous = _previous_checkpoint(store, home, cfg, step)
         if previous is not None:
             engine.load(previous)
-        batch, rows, metrics = roll_out_and_train(store, cfg, engine, step)  # DAPO / GRESO: + refill rounds
+        writing = lambda: pool_slot(context, WAREHOUSE_POOL, "training_step")  # noqa: E731
+        batch, rows, metrics = roll_out_and_train(
+            store, cfg, engine, step, writing
+        )  # DAPO / GRESO: + refills
         checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step, keep=cfg.keep_checkpoints)
     finally:
         engine.close()
@@ -98,7 +103,8 @@ def _train(context, store, home, mlflow, cfg, step: int, landing) -> dg.Material
         dagster_run_id=context.run.run_id,
         batch_source=str(store.path),
     )
-    store.record_checkpoint(campaign_id, step, checkpoint.as_uri(), metrics, links["mlflow_run_id"])
+    with writing():
+        store.record_checkpoint(campaign_id, step, checkpoint.as_uri(), metrics, links["mlflow_run_id"])
     write_step_file(home.landing, rows.assign(campaign_id=campaign_id), campaign_id, step)
     return dg.MaterializeResult(
         metadata={

@@ -52,20 +52,8 @@ from environments.frames import catalog_frames
 from environments.registry import get_source
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
 from envsched_core import metrics as M
-from envsched_core.baselines import (
-    DAPO1xConfig,
-    DAPO1xDynamicSampling,
-    DAPOConfig,
-    DAPODynamicSampling,
-    DPSConfig,
-    DPSScheduler,
-    GRESOConfig,
-    GRESOScheduler,
-    MoPPSConfig,
-    MoPPSScheduler,
-    RandomScheduler,
-)
 from envsched_core.dynamic_sampling import rollout_rounds, scheduler_refill
+from envsched_core.schedulers import SCHEDULERS, scheduler_config, scheduler_spec
 from pipelines.campaign import heldout_by_hash
 from training.engines.skill import SkillEngine, landing_rows
 
@@ -74,15 +62,6 @@ CATALOGUES = {
     "tau": ("tau_bench_retail", "tau_bench_airline"),
     "acebench": ("acebench_agent",),
     "all": ("bfcl_v3_multi_turn", "tau_bench_retail", "tau_bench_airline", "acebench_agent"),
-}
-SCHEDULERS = {
-    "envsched": None,
-    "random": (RandomScheduler, SchedulerConfig),
-    "mopps": (MoPPSScheduler, MoPPSConfig),
-    "dps": (DPSScheduler, DPSConfig),
-    "greso": (GRESOScheduler, GRESOConfig),
-    "dapo": (DAPODynamicSampling, DAPOConfig),
-    "dapo-1x": (DAPO1xDynamicSampling, DAPO1xConfig),
 }
 OUT = Path(__file__).parent / "out"
 # Skill policy options per regime. ``paper``: graded rewards (training.policies.graded_reward) and a
@@ -125,8 +104,7 @@ def load_catalogue(name: str, heldout_fraction: float, cache_dir: Path) -> tuple
 def make_scheduler(name: str, catalog: TaskCatalog, batch_size: int, group_size: int, seed: int, template):
     if name == "envsched":
         return template(seed)
-    cls, config_cls = SCHEDULERS[name]
-    return cls(catalog, config_cls(batch_size=batch_size, group_size=group_size), seed=seed)
+    return scheduler_spec(name).cls(catalog, scheduler_config(name, batch_size, group_size, {}), seed=seed)
 
 
 def run_one(

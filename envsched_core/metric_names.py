@@ -1,6 +1,8 @@
-"""Metric names, defined once: the same strings go to MLflow, ``step_metrics``, the Dagster metadata and
-the benchmark tables. Namespaces: ``schedule/`` (the batch the scheduler chose, see ``metrics.py``),
-``rollout/`` (what the engine saw), ``train/`` (the update), ``eval/`` (held-out evaluation).
+"""Metric names in one place: the same strings go to MLflow, ``step_metrics``, the Dagster metadata,
+the CLI summary and the benchmark tables. Namespaces: ``schedule/`` (the groups the step trained on,
+defined once in ``metrics.py``: use those for anything compared across schedulers or loops),
+``rollout/`` (what the engine saw, over every rollout), ``train/`` (the update), ``eval/`` (held-out
+evaluation).
 """
 
 from .metrics import (
@@ -11,22 +13,20 @@ from .metrics import (
     MEDIAN_VARIANCE,
     ROLLOUTS_SPENT,
     TOOLS_PER_BATCH,
+    TRAINED_GROUPS,
+    ZERO_VARIANCE_GROUPS,
 )
 
 REWARD_MEAN = "rollout/reward_mean"
-"""Mean reward over every rollout of the step."""
-ZERO_VARIANCE_GROUPS = "rollout/zero_variance_groups"
-"""Groups of the B selected (non-oversample) tasks whose G rewards are all equal (no GRPO signal)."""
+"""Mean reward over every rollout of the step (the engine's count)."""
 ROLLOUT_COUNT = "rollout/count"
-"""Rollouts of the step, over-sampled ones included."""
-TRAINED_GROUPS = "train/trained_groups"
-"""Groups the update trained on (the first B informative ones)."""
+"""Rollouts of the step, over-sampled ones included (the engine's count)."""
 HELDOUT_SCORE = "eval/heldout_score"
 """Mean reward (or expected success) on the campaign's held-out tasks after the update."""
 POOL_SUCCESS = "eval/pool_success"
 """Simulated engine: mean success probability over the training pool (oracle)."""
 
-# The per-step columns the CLI summary, the UI table and the plot show, with short headers.
+# The per-step columns the CLI summary and the UI table show, with short headers.
 SUMMARY = {
     MEAN_VARIANCE: "mean_sel_var",
     ENVS_PER_BATCH: "envs",

@@ -12,6 +12,8 @@ Other schedulers run one round, as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import pandas as pd
@@ -25,7 +27,11 @@ from warehouse.store import Warehouse
 
 
 def roll_out_and_train(
-    store: Warehouse, config: CampaignConfig, engine: RolloutEngine, step: int
+    store: Warehouse,
+    config: CampaignConfig,
+    engine: RolloutEngine,
+    step: int,
+    writing: Callable[[], AbstractContextManager] = nullcontext,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Roll out the scheduled batch of ``step`` (and, for DAPO / GRESO, the refill rounds its rule
     asks for) and update the policy once. Returns every round's batch rows, the landing rows and the
@@ -45,7 +51,8 @@ def roll_out_and_train(
         return extra
 
     rows, metrics = engine.run_step(batch, step, refill=refill)
-    store.save_refill(config.campaign_id, step, rounds, dump_state(scheduler))
+    with writing():  # the training step holds the warehouse pool only for its writes
+        store.save_refill(config.campaign_id, step, rounds, dump_state(scheduler))
     metrics["rollout/refill_rounds"] = float(len(rounds))
     return pd.concat([batch, *rounds], ignore_index=True), rows, metrics
 

@@ -22,7 +22,7 @@ from envsched_core.simulator import SimConfig, Simulator
             {"scheduler": "dapo", "scheduler_config": {"gen_batch_ratio": "x"}},
             "gen_batch_ratio must be a number",
         ),
-        ({"scheduler": "greso", "scheduler_config": {"max_num_gen_batches": 2.5}}, "must be an integer"),
+        ({"scheduler": "mopps", "scheduler_config": {"ts_ratio": 2.5}}, "ts_ratio must be an integer"),
         ({"scheduler_config": {"batch_size": 8}}, "set batch_size on the campaign"),
         ({"continue_from": "latest"}, "needs a template"),
         ({"sources": []}, "sources is empty"),

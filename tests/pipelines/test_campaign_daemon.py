@@ -195,3 +195,42 @@ def test_template_schedule_tick_starts_a_campaign_that_continues_from_the_last(d
         ascending=True,
     ).records
     assert record.asset_materialization.metadata["policy_from"].value == str(root / first / "step=2")
+
+
+def test_training_step_rolls_out_outside_the_pool_and_takes_a_slot_to_write(
+    tmp_path, monkeypatch, prepared_warehouse
+):
+    import shutil
+
+    from pipelines.definitions import defs
+    from pipelines.driver import DriverContext
+    from training.engines.simulated import SimulatedEngine
+    from warehouse.store import Warehouse
+
+    home = Paths(tmp_path / "pooled").ensure()
+    monkeypatch.setenv("ENVSCHED_HOME", str(home.home))
+    shutil.copy(prepared_warehouse, home.warehouse)
+    seen = []
+    with dg.instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as instance:
+
+        def holders() -> list[str]:
+            return [
+                s.step_key for s in instance.event_log_storage.get_concurrency_info("warehouse").claimed_slots
+            ]
+
+        real_run_step, real_record = SimulatedEngine.run_step, Warehouse.record_checkpoint
+
+        def run_step(self, *args, **kwargs):
+            seen.append(("rollout and update", holders()))
+            return real_run_step(self, *args, **kwargs)
+
+        def record_checkpoint(self, *args, **kwargs):
+            seen.append(("write", holders()))
+            return real_record(self, *args, **kwargs)
+
+        monkeypatch.setattr(SimulatedEngine, "run_step", run_step)
+        monkeypatch.setattr(Warehouse, "record_checkpoint", record_checkpoint)
+        ctx = DriverContext(defs=defs, instance=instance, store=Warehouse(home.warehouse))
+        run_campaign(_config("pooled", steps=1), ctx)
+        assert holders() == []  # every slot freed
+    assert seen == [("rollout and update", []), ("write", ["training_step"])]

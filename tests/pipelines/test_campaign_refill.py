@@ -66,11 +66,14 @@ def test_campaign_refill_after_a_crash_in_the_training_step_writes_the_same_roun
         return real(engine, root, campaign_id, step, keep=keep)
 
     monkeypatch.setattr(assets.training, "save_checkpoint", crash_once_at_step_2)
-    with pytest.raises(CampaignFailed, match="train_step run .* failed"):
+    # The step's error fails the campaign with its reason; resuming it (--force) re-runs the step.
+    with pytest.raises(
+        CampaignFailed, match="training_step of step 2: RuntimeError: killed after the refill"
+    ):
         run_campaign(_config("crashed", "greso", steps=2), driver)
     assert calls["n"] == 1
     assert (_rounds(driver.store, "crashed")["step"] == 2).any()  # step 2's rounds were saved
-    run_campaign(_config("crashed", "greso", steps=2), driver)
+    run_campaign(_config("crashed", "greso", steps=2), driver, force=True)
     run_campaign(_config("clean", "greso", steps=2), driver)
     for sql in (
         "SELECT step, position, task_id, role, round FROM batches WHERE campaign_id = ? ORDER BY step, position",

@@ -105,7 +105,8 @@ def test_campaign_late_conflicting_redelivery_keeps_history_and_completes_identi
     landing_module.write_step_file(Paths.from_env().landing, rows, "late", 1)
     runs, _ = ingest_pending(driver, None, "late")
     assert runs == 2  # the re-delivery (quarantined, skipped) and step 2 (loaded)
-    assert not landing.exists() and driver.store.campaign("late")["status"] == "running"
+    # not stopped by the re-delivery; step 2 was its last, so the assets completed it
+    assert not landing.exists() and driver.store.campaign("late")["status"] == "completed"
     reason = driver.store.scalar("SELECT reason FROM ingested_files WHERE status = 'quarantined'")
     assert "conflicting re-delivery of step 1" in reason
     after = _tables(driver.store, "late")
