@@ -39,7 +39,9 @@ def batch_frame(step: int) -> pd.DataFrame:
 def test_mlflow_campaign_run_holds_params_metrics_batches_and_checkpoints(store, tmp_path):
     uri, artifacts = store
     tracker = MLflowTracker(uri, artifacts)
-    config = CampaignConfig("lineage", engine_options={"model": "/models/tiny", "temperature": 1.0})
+    config = CampaignConfig(
+        "lineage", engine="hf", engine_options={"model": "/models/tiny", "temperature": 1.0}
+    )
 
     run = tracker.start_campaign("lineage", params=config.to_dict(), dagster_run_id="dagster-run-1")
     checkpoint = tmp_path / "step=2"
