@@ -338,6 +338,11 @@ def main() -> None:
     parser.add_argument(
         "--replot", action="store_true", help="tables and plot from the CSVs in --out, no runs"
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take a (catalogue, scheduler, seed) from its CSV in --out when there is one (same options!)",
+    )
     args = parser.parse_args()
     steps = args.steps or (60 if args.quick else 150)
     target_step = min(args.target_step or (60 if args.quick else 120), steps)
@@ -392,6 +397,11 @@ def main() -> None:
         runs: dict[str, dict[int, pd.DataFrame]] = {s: {} for s in schedulers}
         for seed in seeds:
             for sched_name in schedulers:
+                csv = args.out / f"campaign_real-{name}-{sched_name}-seed{seed}.csv"
+                if args.reuse and csv.exists():
+                    runs[sched_name][seed] = read_runs(args.out, name, [sched_name], [seed])[sched_name][seed]
+                    print(f"  {name}/{sched_name} seed={seed}: reused {csv.name}", flush=True)
+                    continue
                 t0 = time.perf_counter()
                 engine = SkillEngine(
                     train, args.group_size, seed, heldout=heldout, eval_every=args.eval_every,
@@ -403,9 +413,7 @@ def main() -> None:
                 finally:
                     engine.close()
                 runs[sched_name][seed] = frame
-                frame.assign(catalogue=name, scheduler=sched_name, seed=seed).to_csv(
-                    args.out / f"campaign_real-{name}-{sched_name}-seed{seed}.csv", index=False
-                )
+                frame.assign(catalogue=name, scheduler=sched_name, seed=seed).to_csv(csv, index=False)
                 seconds = time.perf_counter() - t0
                 spent = frame["cum_rollouts"].iloc[-1]
                 print(
