@@ -4,6 +4,8 @@ under each scheduler, scored by the environments' real verifiers.
     PYTHONPATH=. .venv/bin/python bench/campaign_real.py                     # full (hours on 2 cores)
     PYTHONPATH=. .venv/bin/python bench/campaign_real.py --quick             # 1 seed, 60 steps, BFCL
     ... --catalogues bfcl,tau --schedulers envsched,random --seeds 3 --steps 150 --workers 2
+    ... --catalogues bfcl --seeds 3 --steps 40 --target-step 40 --batch-size 32 --eval-samples 2 \
+        --schedulers random,dps,envsched --reuse     # a reduced run (2 shared cores); --reuse resumes
 
 For every (catalogue, seed, scheduler) a campaign runs in-process (library calls, no Dagster):
 select -> G rollouts per task in the real environments (``training.engines.skill.SkillEngine``) ->
