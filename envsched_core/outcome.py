@@ -187,9 +187,10 @@ class OutcomeModel:
         W_rows = W if rows is None else W[rows]
         return W_rows @ P, W_rows @ Pm  # N_r, N_r b_r
 
-    def residual_prior(self, step: int, rows: np.ndarray | None = None):
-        """(b0, prior precision, N_W, S_W, N_X, S_X) of the residual from the neighbours along W and X."""
-        P = self.own_precision(step)
+    def residual_prior(self, step: int, rows: np.ndarray | None = None, P: np.ndarray | None = None):
+        """(b0, prior precision, N_W, S_W, N_X, S_X) of the residual from the neighbours along W and X.
+        ``P``: every task's own precision at ``step`` when the caller has it already."""
+        P = self.own_precision(step) if P is None else P
         Pm = P * self.m
         N_W, S_W = self._propagate(self.W_within, Pm, P, rows)
         N_X, S_X = self._propagate(self.W_cross, Pm, P, rows)
@@ -214,8 +215,8 @@ class OutcomeModel:
     def predict(self, step: int) -> Prediction:
         cfg, g = self.cfg, self.cfg.group_size
         f = self.global_logit()
-        b0, Q0, N_W, S_W, N_X, S_X = self.residual_prior(step)
         P = self.own_precision(step)
+        b0, Q0, N_W, S_W, N_X, S_X = self.residual_prior(step, P=P)
         Q = Q0 + P
         z = f + (Q0 * b0 + P * self.m) / Q
         sd = Q**-0.5

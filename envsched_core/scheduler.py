@@ -143,20 +143,20 @@ class EnvSched:
     def _predicted(self, step: int) -> Predicted:
         """What selection needs at ``step``, cached until the next observe."""
         if self._cache is None or self._cache[0] != step:
+            out = None
             if self.outcome is not None:
                 out = self.outcome.predict(step)
-                env_seen = np.bincount(
-                    self.catalog.env, weights=self.stats.n_at(step), minlength=self.catalog.n_envs
-                )
+                n = self.stats.n_at(step)
+                env_seen = np.bincount(self.catalog.env, weights=n, minlength=self.catalog.n_envs)
                 evidence = (out.own_sd < np.inf) | ~np.isnan(out.b_W) | ~np.isnan(out.b_X)
                 evidence |= env_seen[self.catalog.env] > 0
                 confidence = out.sd / self.outcome.tau
-                predicted = Predicted(out.v_hat, evidence, self.stats.n_at(step), out.v_opt, confidence)
+                predicted = Predicted(out.v_hat, evidence, n, out.v_opt, confidence)
             else:
                 c = self.predictor.components(self.stats, step)
                 v_hat, u = self.predictor.fuse(c)
                 predicted = Predicted(v_hat, (c.n + c.N_W + c.N_X) > 0, c.n, None, u)
-            self._cache = (step, predicted)
+            self._cache = (step, predicted, out)
         return self._cache[1]
 
     def predict(self, step: int | None = None) -> pd.DataFrame:
@@ -165,7 +165,8 @@ class EnvSched:
         step = self.current_step if step is None else self._check_step(step)
         if self.outcome is None:
             return self.predictor.predict_frame(self.stats, step, self.catalog.task_ids)
-        out = self.outcome.predict(step)
+        self._predicted(step)
+        out = self._cache[2]  # the outcome model's prediction, shared with select at the same step
         own_z = out.f + np.where(out.own_sd < np.inf, self.outcome.m, 0.0)
         nan_where = lambda values, missing: np.where(missing, np.nan, values)  # noqa: E731
         return pd.DataFrame(
