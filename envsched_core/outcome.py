@@ -113,6 +113,7 @@ class OutcomeModel:
         self.buffer = np.zeros((0, 4))
         self.n_fits = 0
         self.tau = float(cfg.residual_prior_sd)  # prior sd of b_i, re-estimated online (empirical Bayes)
+        self._f: np.ndarray | None = None  # f(x_i) of every task under the current weights
 
     def set_cross(self, W_cross) -> None:
         self.W_cross = W_cross if self.cfg.use_cross_edges else None
@@ -126,15 +127,19 @@ class OutcomeModel:
 
     def global_logit(self, rows: np.ndarray | None = None, w: np.ndarray | None = None) -> np.ndarray:
         """f(x_i) for ``rows`` (default: every task)."""
-        w = self.w if w is None else w
+        if rows is None and w is None:  # every task: cached until the weights change (the next refit)
+            if self._f is None:
+                self._f = self._logit(None, self.w)
+            return self._f
+        return self._logit(rows, self.w if w is None else w)
+
+    def _logit(self, rows: np.ndarray | None, w: np.ndarray) -> np.ndarray:
         X = self.features if rows is None else self.features[rows]
         f = X @ w[: self.n_sparse]
         if self.cfg.use_global_model:
             sig, emb = self._dense(rows)
             k = self.n_sparse
             f = f + sig @ w[k : k + self.n_dense[0]] + emb @ w[k + self.n_dense[0] :]
-        else:  # without the global model only the intercept and the environment effect remain
-            pass
         return np.asarray(f, dtype=float)
 
     def _fit_global(self, step: int) -> None:
@@ -169,6 +174,7 @@ class OutcomeModel:
             return nll + 0.5 * np.sum(ridge * w * w), grad
 
         fit = minimize(loss, start, jac=True, method="L-BFGS-B", options={"maxiter": self.cfg.global_iters})
+        self._f = None
         self.w[:n_w] = fit.x[:n_w]
         self.w[self.n_sparse :] = fit.x[n_w:]
         self.n_fits += 1
@@ -177,8 +183,10 @@ class OutcomeModel:
     def own_precision(self, step: int, rows: np.ndarray | None = None) -> np.ndarray:
         """P_i forgotten to ``step``: P_i residual_decay^(step - last_step_i); 0 for unseen tasks."""
         P, last = (self.P, self.last_step) if rows is None else (self.P[rows], self.last_step[rows])
-        age = np.maximum(step - last, 0)
-        return np.where(last >= 0, P * self.cfg.residual_decay**age, 0.0)
+        out = np.zeros(len(P))
+        seen = np.flatnonzero(last >= 0)  # few at 1M tasks: decay only those
+        out[seen] = P[seen] * self.cfg.residual_decay ** np.maximum(step - last[seen], 0)
+        return out
 
     def _propagate(self, W, Pm: np.ndarray, P: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
         if W is None:
@@ -269,6 +277,7 @@ class OutcomeModel:
         np.add.at(self.disp_den, self.catalog.env[rows], mean * (1.0 - mean))
         if self.cfg.adapt_residual_prior:
             self._update_tau(step)
+        self.global_logit()  # f of every task under the new weights, computed here so that select is cheap
 
     def _update_tau(self, step: int) -> None:
         """EM step for the residuals' prior variance: tau^2 = mean over seen tasks of E[b_i^2] (posterior mean^2
@@ -304,6 +313,7 @@ class OutcomeModel:
             )
         for key in ("w", "m", "P", "last_step", "disp_num", "disp_den"):
             setattr(self, key, np.array(state[key], copy=True))
+        self._f = None
         self.buffer = np.array(state["buffer"], dtype=float, copy=True).reshape(-1, 4)
         self.n_fits = int(state["n_fits"])
         self.tau = float(state["tau"])
