@@ -1,5 +1,6 @@
-"""A real browser (Debian's chromium, driven by Playwright) starts a campaign from the Launchpad of
-`start_campaign` under `dagster dev`, and the daemon runs it to `completed` with no further clicks."""
+"""Under a real `dagster dev` (webserver + daemon): a real browser (Debian's chromium, driven by
+Playwright) starts a campaign from the Launchpad of `start_campaign`, and `envsched campaign start`
+submits one from the shell; the daemon runs both to `completed` with no further action."""
 
 import shutil
 import time
@@ -28,11 +29,21 @@ LAUNCH_CONFIG = (
 )
 
 
-def _wait_for_status(store: Warehouse, wanted: str, timeout_s: float) -> str:
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory, prepared_warehouse):
+    """(URL, home, log) of `dagster dev` over a copy of the prepared warehouse."""
+    tmp = tmp_path_factory.mktemp("ui")
+    home = Paths(tmp / "home").ensure()
+    shutil.copy(prepared_warehouse, home.warehouse)
+    with dagster_dev(home.home, log=tmp / "dagster-dev.log") as url:
+        yield url, home, tmp / "dagster-dev.log"
+
+
+def _wait_for_status(store: Warehouse, wanted: str, timeout_s: float, campaign_id: str = CAMPAIGN) -> str:
     deadline, status = time.monotonic() + timeout_s, None
     while time.monotonic() < deadline:
-        if store.path.exists() and not store.campaign_overview(CAMPAIGN).empty:
-            status = store.campaign(CAMPAIGN)["status"]
+        if store.path.exists() and not store.campaign_overview(campaign_id).empty:
+            status = store.campaign(campaign_id)["status"]
             if status in (wanted, "failed"):
                 return status
         time.sleep(2)
@@ -40,16 +51,15 @@ def _wait_for_status(store: Warehouse, wanted: str, timeout_s: float) -> str:
 
 
 @pytest.mark.slow
-def test_ui_browser_launchpad_starts_a_campaign_the_daemon_completes(tmp_path, prepared_warehouse):
+def test_ui_browser_launchpad_starts_a_campaign_the_daemon_completes(ui, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
     assert CHROMIUM.exists(), (
         "Debian's chromium is missing: `make test` installs it (apt-get install chromium)"
     )
-    home = Paths(tmp_path / "home").ensure()
-    shutil.copy(prepared_warehouse, home.warehouse)
+    url, home, log_path = ui
     store = Warehouse(home.warehouse)
-    with dagster_dev(home.home, log=tmp_path / "dagster-dev.log") as url, sync_playwright() as p:
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
@@ -63,7 +73,7 @@ def test_ui_browser_launchpad_starts_a_campaign_the_daemon_completes(tmp_path, p
             page.wait_for_url("**/runs/**")
 
             status = _wait_for_status(store, "completed", timeout_s=420)
-            log = (tmp_path / "dagster-dev.log").read_text(errors="replace")[-3000:]
+            log = log_path.read_text(errors="replace")[-3000:]
             assert status == "completed", f"campaign {status}: {store.campaign_overview(CAMPAIGN)}\n{log}"
 
             # The runs the daemon launched, found by the campaign tag.
@@ -81,3 +91,27 @@ def test_ui_browser_launchpad_starts_a_campaign_the_daemon_completes(tmp_path, p
             raise
         finally:
             browser.close()
+
+
+@pytest.mark.slow
+def test_ui_cli_campaign_start_returns_at_once_and_the_daemon_completes_it(ui, monkeypatch):
+    from click.testing import CliRunner
+
+    from pipelines.cli import main
+
+    url, home, log_path = ui
+    monkeypatch.setenv("ENVSCHED_HOME", str(home.home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home.dagster_home))  # the CLI sets it; restored after the test
+    args = ["campaign", "start", "--steps", "3", "--campaign-id", "cli-start", "--split", "base"]
+    args += ["--batch-size", "8", "--group-size", "4", "--eval-every", "0", "--ui-url", url]
+    started = time.monotonic()
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "submitted" in result.output and time.monotonic() - started < 30  # returns at once
+    store = Warehouse(home.warehouse)
+    status = _wait_for_status(store, "completed", timeout_s=420, campaign_id="cli-start")
+    assert status == "completed", f"{status}\n{log_path.read_text(errors='replace')[-3000:]}"
+    assert store.progress("cli-start")["observed"] == 3
+    shown = CliRunner().invoke(main, ["campaign", "status", "cli-start"])
+    assert shown.exit_code == 0 and "completed" in shown.output and "3/3" in shown.output
+    assert "mean_sel_var" in shown.output
