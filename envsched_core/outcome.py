@@ -193,7 +193,8 @@ class OutcomeModel:
             size = len(P) if rows is None else len(rows)
             return np.zeros(size), np.zeros(size)
         W_rows = W if rows is None else W[rows]
-        return W_rows @ P, W_rows @ Pm  # N_r, N_r b_r
+        both = W_rows @ np.column_stack([P, Pm])  # one pass over the matrix for N_r and N_r b_r
+        return both[:, 0], both[:, 1]
 
     def residual_prior(self, step: int, rows: np.ndarray | None = None, P: np.ndarray | None = None):
         """(b0, prior precision, N_W, S_W, N_X, S_X) of the residual from the neighbours along W and X.
