@@ -14,7 +14,9 @@ import pandas as pd
 from assets.catalog import WAREHOUSE_POOL, check_result
 from assets.observability import batch_preview, progress_text, step_metrics_metadata
 from envsched_core import TaskStats, batch_metrics
-from pipelines.campaign import campaign_catalog, dump_state, restore_scheduler
+from envsched_core.graph import edge_changes, edges_to_frame
+from pipelines import scheduler_cache
+from pipelines.campaign import dump_state
 from pipelines.campaign_status import (
     PARTITIONS,
     campaign_status,
@@ -78,11 +80,25 @@ def task_stats(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     cfg = load_campaign(context, store)
     step = store.progress(cfg.campaign_id)["loaded"]
     with campaign_status(store, cfg.campaign_id, f"task_stats of step {step}"):
-        catalog = campaign_catalog(store, cfg)
-        history = store.rollouts(cfg.campaign_id)
-        stats = TaskStats.from_rollouts(history[["task_id", "step", "reward"]], catalog, gamma=cfg.gamma)
-        rows = store.replace_task_stats(cfg.campaign_id, step, stats.to_frame(catalog))
-    return dg.MaterializeResult(metadata={"step": step, "tasks_observed": rows})
+        rows, folded = _refresh_task_stats(store, cfg, step)
+    return dg.MaterializeResult(metadata={"step": step, "tasks_observed": rows, "folded": folded})
+
+
+def _refresh_task_stats(store, cfg, step: int) -> tuple[int, int | str]:
+    """Fold the new step into the stored statistics (the whole history only when a step is missing);
+    returns (rows, tasks folded)."""
+    catalog = scheduler_cache.catalog(store, cfg)
+    stored = store.task_stats(cfg.campaign_id)
+    stored_step = int(stored["step"].max()) if len(stored) else 0
+    if stored_step == step and step > 0:
+        return len(stored), 0  # a re-run of the same step: already folded
+    if stored_step == step - 1:
+        stats = TaskStats.from_frame(stored, catalog, gamma=cfg.gamma)
+        touched = stats.fold(store.rollouts(cfg.campaign_id, step)[["task_id", "step", "reward"]], catalog)
+        return store.fold_task_stats(cfg.campaign_id, step, stats.to_frame(catalog, touched)), len(touched)
+    history = store.rollouts(cfg.campaign_id)
+    stats = TaskStats.from_rollouts(history[["task_id", "step", "reward"]], catalog, gamma=cfg.gamma)
+    return store.replace_task_stats(cfg.campaign_id, step, stats.to_frame(catalog)), "full history"
 
 
 @dg.asset(
@@ -107,7 +123,7 @@ def variance_predictions(
 def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.MaterializeResult:
     campaign_id = cfg.campaign_id
     step_rollouts = store.rollouts(campaign_id, step)
-    scheduler, catalog = observed_scheduler(store, cfg, step, step_rollouts)
+    scheduler, catalog, cross_before = observed_scheduler(store, cfg, step, step_rollouts)
     predictions = (
         scheduler.predict().rename(
             columns={"own": "own_estimate", "within": "within_estimate", "cross": "cross_estimate"}
@@ -115,7 +131,7 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
         if hasattr(scheduler, "predict")
         else None
     )
-    cross = scheduler.cross_edges_frame() if hasattr(scheduler, "cross_edges_frame") else None
+    cross, cross_removed = _cross_update(store, campaign_id, catalog, cross_before, scheduler)
     metrics = batch_metrics(store.batch(campaign_id, step), step_rollouts, catalog)
     version = f"{campaign_id}-step{step}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
     rows = store.save_observation(
@@ -126,7 +142,9 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
         cross if cross is not None else pd.DataFrame(),
         version,
         metrics,
+        cross_removed,
     )
+    scheduler_cache.keep(store, cfg, scheduler, step, "observed")
     # The batch metrics go to the campaign's MLflow run too, under the same names as in step_metrics.
     tracker = mlflow.tracker()
     run = tracker.start_campaign(campaign_id, params=cfg.to_dict(), dagster_run_id=context.run.run_id)
@@ -143,6 +161,18 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
             **step_metrics_metadata(store.step_metrics(campaign_id), campaign_id),
         }
     )
+
+
+def _cross_update(store, campaign_id: str, catalog, before, scheduler):
+    """(edges to write, pairs to delete or None = replace all) for the campaign's re-ranked cross edges.
+    The stored rows equal ``before`` (same transaction as the state restored) once the campaign has any."""
+    if not hasattr(scheduler, "cross_edges_frame"):
+        return None, None
+    if before is None or not store.has_campaign_cross_edges(campaign_id):
+        return scheduler.cross_edges_frame(), None
+    changed, gone_src, gone_dst = edge_changes(before, scheduler.cross_edges, len(catalog))
+    removed = pd.DataFrame({"src": catalog.task_ids[gone_src], "dst": catalog.task_ids[gone_dst]})
+    return edges_to_frame(catalog, *(a[changed] for a in scheduler.cross_edges)), removed
 
 
 @dg.asset(
@@ -180,9 +210,10 @@ def scheduled_batch(context: dg.AssetExecutionContext, warehouse: WarehouseResou
         yield dg.AssetCheckResult(check_name="check_batch_respects_quota", passed=True)
         return
     with campaign_status(store, campaign_id, f"scheduled_batch of step {step}", mlflow):
-        scheduler, _ = restore_scheduler(store, cfg, observed, "observed")
+        scheduler, _ = scheduler_cache.restore(store, cfg, observed, "observed")
         batch = scheduler.select(step)
         store.save_batch(campaign_id, step, batch, dump_state(scheduler))
+        scheduler_cache.keep(store, cfg, scheduler, step, "selected")
     primary = batch[batch["role"] != "oversample"]
     problems = primary.assign(
         copies=primary.groupby("task_id")["task_id"].transform("size"),

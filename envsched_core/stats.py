@@ -154,9 +154,31 @@ class TaskStats:
         stats.apply(group_outcomes(rollouts, validate_rollouts(rollouts, catalog)))
         return stats
 
-    def to_frame(self, catalog: TaskCatalog) -> pd.DataFrame:
-        """Observed tasks as a table (task_id, n, m, mu, trend, last_step) for the warehouse."""
-        seen = self.observed
+    @classmethod
+    def from_frame(
+        cls, frame: pd.DataFrame, catalog: TaskCatalog, gamma: float = 0.8, prior_variance: float = 0.05
+    ) -> TaskStats:
+        """Per-task statistics from a stored table (task_id, n, m, mu, trend, last_step), the inverse of
+        :meth:`to_frame`. The global prior v_0 is not part of that table and starts empty."""
+        stats = cls(len(catalog), gamma=gamma, prior_variance=prior_variance)
+        if len(frame):
+            rows = catalog.indices_of(
+                frame["task_id"].astype(str).to_numpy(dtype=object), what="task_stats task_id"
+            )
+            for key in ("n", "m", "mu", "trend"):
+                getattr(stats, key)[rows] = frame[key].to_numpy(dtype=float)
+            stats.last_step[rows] = frame["last_step"].to_numpy(dtype=np.int64)
+        return stats
+
+    def fold(self, rollouts: pd.DataFrame, catalog: TaskCatalog) -> np.ndarray:
+        """Fold new rollouts (task_id, step, reward) in, oldest step first; returns the rows they touched."""
+        groups = group_outcomes(rollouts, validate_rollouts(rollouts, catalog))
+        self.apply(groups)
+        return np.unique(groups["idx"].to_numpy())
+
+    def to_frame(self, catalog: TaskCatalog, rows: np.ndarray | None = None) -> pd.DataFrame:
+        """Observed tasks (or the given ``rows``) as a table (task_id, n, m, mu, trend, last_step)."""
+        seen = self.observed if rows is None else np.asarray(rows, dtype=np.int64)
         return pd.DataFrame(
             {
                 "task_id": catalog.task_ids[seen],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import pickle
 
 import numpy as np
 import pandas as pd
@@ -12,7 +11,7 @@ from campaign import warm_start
 from campaign.config import CampaignConfig
 from envsched_core import EnvSched, TaskCatalog
 from envsched_core.schedulers import Scheduler, graph_overrides, scheduler_spec
-from warehouse.store import Warehouse
+from warehouse.store import SchedulerState, Warehouse
 
 __all__ = [
     "CampaignConfig",
@@ -77,12 +76,12 @@ def campaign_catalog(store: Warehouse, config: CampaignConfig) -> TaskCatalog:
 
 
 def build_scheduler(
-    store: Warehouse, config: CampaignConfig, warm: bool = False
+    store: Warehouse, config: CampaignConfig, warm: bool = False, catalog: TaskCatalog | None = None
 ) -> tuple[Scheduler, TaskCatalog]:
     """A fresh scheduler over the campaign's pool, on the graph stored in the warehouse, or on its own
     graph when its config changes a graph field (the stored graph is built with the defaults).
     ``warm``: a continuing campaign's scheduler starts from its template's history (``campaign.warm_start``)."""
-    catalog = campaign_catalog(store, config)
+    catalog = catalog if catalog is not None else campaign_catalog(store, config)  # given: already built
     history = _warm_history(store, config, catalog) if warm and config.continue_from else None
     spec = scheduler_spec(config.scheduler)
     if spec.cls is EnvSched:
@@ -120,20 +119,21 @@ def _warm_history(store: Warehouse, config: CampaignConfig, catalog: TaskCatalog
 
 
 def restore_scheduler(
-    store: Warehouse, config: CampaignConfig, step: int, phase: str
+    store: Warehouse, config: CampaignConfig, step: int, phase: str, catalog: TaskCatalog | None = None
 ) -> tuple[Scheduler, TaskCatalog]:
     """The scheduler exactly as it was after ``phase`` of ``step`` (step 0: freshly built, warm-started
     when the campaign continues another)."""
-    scheduler, catalog = build_scheduler(store, config, warm=step == 0)
+    scheduler, catalog = build_scheduler(store, config, warm=step == 0, catalog=catalog)
     if step > 0:
-        blob = store.scheduler_state(config.campaign_id, step, phase)
-        if blob is None:
+        state = store.scheduler_state(config.campaign_id, step, phase)
+        if state is None:
             raise RuntimeError(
                 f"campaign '{config.campaign_id}': no saved scheduler state for step {step} ({phase})"
             )
-        scheduler.load_state_dict(pickle.loads(blob))
+        scheduler.load_state_dict(state)
     return scheduler, catalog
 
 
-def dump_state(scheduler: Scheduler) -> bytes:
-    return pickle.dumps(scheduler.state_dict(), protocol=pickle.HIGHEST_PROTOCOL)
+def dump_state(scheduler: Scheduler) -> SchedulerState:
+    """The scheduler's state_dict, encoded once as typed arrays (what the warehouse stores)."""
+    return SchedulerState.of(scheduler.state_dict())

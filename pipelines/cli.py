@@ -14,6 +14,7 @@ envsched ui                           start the Dagster web UI on localhost
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -80,9 +81,43 @@ class _OneLineErrors(click.Group):
             raise SystemExit(1) from None
 
 
+def _parse_source_options(options: tuple[str, ...], sources: tuple[str, ...]) -> dict[str, dict]:
+    """``synthetic.envs=500`` -> {"synthetic": {"envs": 500}}; values are JSON when they parse as JSON."""
+    parsed: dict[str, dict] = {}
+    for option in options:
+        name, dot, rest = option.partition(".")
+        key, sep, value = rest.partition("=")
+        if not dot or not sep or not name or not key:
+            raise click.BadParameter(f"{option!r}: expected SOURCE.KEY=VALUE", param_hint="--source-option")
+        if sources and name not in sources:
+            raise click.BadParameter(
+                f"{option!r}: source {name!r} is not among --source {list(sources)}",
+                param_hint="--source-option",
+            )
+        try:
+            parsed.setdefault(name, {})[key] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed.setdefault(name, {})[key] = value
+    return parsed
+
+
+SOURCE_OPTION_HELP = (
+    "A source's constructor option SOURCE.KEY=VALUE (repeatable), e.g. synthetic.envs=500 "
+    "synthetic.tasks_per_env=200; the source is (re)loaded with it."
+)
+
+
 @click.group(cls=_OneLineErrors)
 def main() -> None:
     """EnvSched: environment-aware task scheduling for agentic RL."""
+    # Long stages (embedding, graph build) report progress on this logger; show it on the terminal.
+    progress = logging.getLogger("envsched.progress")
+    if not progress.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        progress.addHandler(handler)
+        progress.setLevel(logging.INFO)
+        progress.propagate = False
 
 
 def _driver_context():
@@ -151,18 +186,28 @@ def _print_next_steps() -> None:
 @main.command()
 @click.option("--steps", default=5, show_default=True, help="Steps of the demo campaign.")
 @click.option("--source", "sources", multiple=True, help="Sources to load (default: the shipped benchmarks).")
-def run(steps: int, sources: tuple[str, ...]) -> None:
+@click.option("--source-option", "source_options", multiple=True, help=SOURCE_OPTION_HELP)
+@click.option("--batch-size", default=64, show_default=True)
+def run(steps: int, sources: tuple[str, ...], source_options: tuple[str, ...], batch_size: int) -> None:
     """The main job on embedded defaults: load the benchmark catalogues, build the graph, run a short
-    campaign on BFCL-v3 multi-turn with the simulated engine."""
+    campaign with the simulated engine (on BFCL-v3 multi-turn, or on the --source sources given)."""
     from datetime import UTC, datetime
 
     from pipelines.campaign import CampaignConfig
     from pipelines.driver import prepare_catalog
 
+    options = _parse_source_options(source_options, sources)
+    campaign_sources = list(sources) or ["bfcl_v3_multi_turn"]
     sources = sources or DEFAULT_SOURCES
     click.echo(f"loading sources {', '.join(sources)} and building the task graph ...")
-    prepare_catalog(_driver_context(), list(sources))
-    config = CampaignConfig(campaign_id=f"bfcl-demo-{datetime.now(UTC):%Y%m%d-%H%M%S}", steps=steps)
+    prepare_catalog(_driver_context(), list(sources), options)
+    prefix = "bfcl-demo" if campaign_sources == ["bfcl_v3_multi_turn"] else "demo"
+    config = CampaignConfig(
+        campaign_id=f"{prefix}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
+        sources=campaign_sources,
+        steps=steps,
+        batch_size=batch_size,
+    )
     _run_campaign(config)
     summary = _driver_context().store.query("SELECT * FROM source_summary ORDER BY source")
     click.echo(f"Catalogue:\n{summary.to_string(index=False)}\n")
@@ -197,6 +242,7 @@ def _campaign_options(command):
         click.option(
             "--source", "sources", multiple=True, default=("bfcl_v3_multi_turn",), show_default=True
         ),
+        click.option("--source-option", "source_options", multiple=True, help=SOURCE_OPTION_HELP),
         click.option("--split", "splits", multiple=True, help="Task splits in the pool (default: all)."),
         click.option(
             "--heldout-split", "heldout_splits", multiple=True, help="Splits held out whole for evaluation."
@@ -276,6 +322,7 @@ def campaign_run(ui_url, **options):
     from pipelines.submit import daemon_running
 
     config = _campaign_config(options)
+    _load_with_source_options(options)
     paths = _paths()
     if ui_url or daemon_running():
         _submit_and_wait(config, ui_url or UI_URL)
@@ -285,6 +332,15 @@ def campaign_run(ui_url, **options):
     else:
         _run_campaign(config)
     _print_next_steps()
+
+
+def _load_with_source_options(options: dict) -> None:
+    """``--source-option``: (re)load those sources with them (and embed / rebuild what changed) first."""
+    source_options = _parse_source_options(options["source_options"], options["sources"])
+    if source_options:
+        from pipelines.driver import prepare_catalog
+
+        prepare_catalog(_driver_context(), list(options["sources"]), source_options)
 
 
 def _submit_and_wait(config, ui_url: str) -> None:
@@ -322,6 +378,7 @@ def campaign_start(ui_url, **options):
     from pipelines.submit import submit_start
 
     config = _campaign_config(options)
+    _load_with_source_options(options)
     run_id = submit_start(config, ui_url)
     click.echo(f"campaign {config.campaign_id}: start_campaign run {run_id} submitted to {ui_url}")
     click.echo(f"follow it: envsched campaign status {config.campaign_id}   or   {ui_url}/runs/{run_id}")

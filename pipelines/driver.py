@@ -111,22 +111,25 @@ def _execute(
         raise CampaignFailed(f"{job_name} run {result.run_id} failed: {detail}")
 
 
-def prepare_catalog(ctx: DriverContext, sources: list[str]) -> None:
-    """Load sources that are not in the warehouse yet, embed what changed, build the graphs if missing."""
+def prepare_catalog(
+    ctx: DriverContext, sources: list[str], source_options: dict[str, dict] | None = None
+) -> None:
+    """Load sources that are not in the warehouse yet (and those given ``source_options``: reloaded with
+    them, an upsert by content hash), embed what changed, build the graphs if missing or stale."""
     have = set()
     if ctx.store.path.exists():
         have = set(ctx.store.query("SELECT DISTINCT source FROM tasks WHERE active")["source"])
-    if set(sources) - have:
+    source_options = source_options or {}
+    if set(sources) - have or source_options:
+        catalog_config = {"sources": sorted(have | set(sources)), "source_options": source_options}
         _execute(
-            ctx,
-            "refresh_catalog",
-            run_config={"ops": {"environment_catalog": {"config": {"sources": sorted(have | set(sources))}}}},
+            ctx, "refresh_catalog", run_config={"ops": {"environment_catalog": {"config": catalog_config}}}
         )
     stale = ctx.store.embedding_status()
     stale = stale[stale.embedded_hash != stale.text_hash]
     edges = ctx.store.scalar("SELECT count(*) FROM edges_within")
-    if len(stale) or not edges:
-        _execute(ctx, "build_graph")
+    if len(stale) or not edges or source_options:
+        _execute(ctx, "build_graph")  # keeps graphs whose catalogue and embeddings did not change
 
 
 def ingest_pending(
@@ -191,10 +194,14 @@ def run_campaign(
     ctx: DriverContext,
     on_step: Callable[[int], None] | None = None,
     force: bool = False,
+    source_options: dict[str, dict] | None = None,
 ) -> None:
     """Start (or resume) the campaign and advance it as the daemon would until it completes.
-    ``force`` resumes a campaign that failed (once its cause, e.g. a stray landing file, is removed)."""
+    ``force`` resumes a campaign that failed (once its cause, e.g. a stray landing file, is removed);
+    ``source_options`` (re)load its sources with those constructor options first."""
     recover(ctx)
+    if source_options:
+        prepare_catalog(ctx, config.sources, source_options)
     campaign_id = config.campaign_id
     if ctx.store.path.exists() and not ctx.store.campaign_overview(campaign_id).empty:
         status = ctx.store.campaign(campaign_id)

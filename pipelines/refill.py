@@ -21,6 +21,7 @@ import pandas as pd
 from envsched_core import TaskCatalog
 from envsched_core.dynamic_sampling import scheduler_refill, uses_dynamic_sampling
 from envsched_core.schedulers import scheduler_spec
+from pipelines import scheduler_cache
 from pipelines.campaign import CampaignConfig, dump_state, restore_scheduler
 from training.engines.base import RolloutEngine
 from warehouse.store import Warehouse
@@ -59,11 +60,13 @@ def roll_out_and_train(
 
 def observed_scheduler(
     store: Warehouse, config: CampaignConfig, step: int, rollouts: pd.DataFrame
-) -> tuple[Any, TaskCatalog]:
+) -> tuple[Any, TaskCatalog, Any]:
     """The scheduler after folding in ``step``'s rollouts: the 'refilled' state when the training step
-    ran the rounds (it observed them all), else the state after selection plus `observe(rollouts)`."""
-    if store.scheduler_state(config.campaign_id, step, "refilled") is not None:
-        return restore_scheduler(store, config, step, "refilled")
-    scheduler, catalog = restore_scheduler(store, config, step, "selected")
+    ran the rounds (it observed them all), else the state after selection plus `observe(rollouts)`.
+    Third: the cross edges before this step's observation (what the warehouse holds), None if unknown."""
+    if store.scheduler_state_manifest(config.campaign_id, step, "refilled") is not None:
+        return (*scheduler_cache.restore(store, config, step, "refilled"), None)
+    scheduler, catalog = scheduler_cache.restore(store, config, step, "selected")
+    cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it
     scheduler.observe(rollouts[["task_id", "step", "reward"]])
-    return scheduler, catalog
+    return scheduler, catalog, cross_before

@@ -37,3 +37,25 @@ def test_cli_run_loads_catalogue_runs_a_campaign_and_sql_reads_it(home, monkeypa
     assert {"refresh_catalog", "build_graph", "plan_step", "train_step", "ingest_rollouts"} <= jobs
     steps = CliRunner().invoke(main, ["sql", "SELECT count(*) AS n FROM campaign_steps"])
     assert steps.exit_code == 0 and " 2" in steps.output
+
+
+def test_cli_campaign_run_source_option_sets_the_synthetic_catalogue_size(home, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    args = ["campaign", "run", "--source", "synthetic", "--source-option", "synthetic.envs=8"]
+    args += ["--source-option", "synthetic.tasks_per_env=10", "--steps", "2", "--batch-size", "8"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    sql = CliRunner().invoke(main, ["sql", "SELECT count(*) AS n FROM tasks WHERE source = 'synthetic'"])
+    assert sql.output.split() == ["n", "80"]
+    steps = CliRunner().invoke(main, ["sql", "SELECT count(*) AS n FROM campaign_steps"])
+    assert steps.output.split() == ["n", "2"]
+
+
+def test_cli_source_option_without_a_source_prefix_is_a_clear_error(home):
+    result = CliRunner().invoke(main, ["campaign", "run", "--steps", "1", "--source-option", "envs=500"])
+    assert result.exit_code != 0
+    assert "expected SOURCE.KEY=VALUE" in result.output
+    other = CliRunner().invoke(
+        main, ["campaign", "run", "--steps", "1", "--source", "synthetic", "--source-option", "bfcl.x=1"]
+    )
+    assert other.exit_code != 0 and "not among --source" in other.output

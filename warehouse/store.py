@@ -10,6 +10,7 @@ concurrency pool of size 1 (see ``pipelines/definitions.py``).
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -21,8 +22,10 @@ from typing import Any
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from warehouse.migrations import apply_migrations
+from warehouse.state_codec import decode_state, encode_state
 
 _LOCK_WAIT_S = 60.0
 _SQL_DIR = Path(__file__).parent / "sql"
@@ -200,6 +203,17 @@ class Warehouse:
             _insert(conn, "task_embeddings", rows, f"ON CONFLICT (task_id) DO UPDATE SET {updates}")
             return len(rows)
 
+    def graph_inputs_fingerprint(self) -> str:
+        """A fingerprint of the active tasks and their embeddings (what both graphs are built from)."""
+        return self.scalar(_sql("graph_inputs_fingerprint"))
+
+    def edge_version(self, table: str) -> str | None:
+        """The graph_version of the stored edges of ``table`` (global cross edges for edges_cross)."""
+        if table not in ("edges_within", "edges_cross"):
+            raise ValueError(f"not an edge table: {table}")
+        scope = " WHERE campaign_id = ''" if table == "edges_cross" else ""
+        return self.scalar(f"SELECT max(graph_version) FROM {table}{scope}")
+
     def replace_edges(
         self, table: str, edges: pd.DataFrame, graph_version: str, campaign_id: str | None = None
     ) -> int:
@@ -306,15 +320,34 @@ class Warehouse:
             ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]))
 
-    def scheduler_state(self, campaign_id: str, step: int, phase: str) -> bytes | None:
+    def scheduler_state(self, campaign_id: str, step: int, phase: str) -> Any | None:
+        """The scheduler's ``state_dict`` saved after ``phase`` of ``step`` (None if there is none)."""
         with self.reader() as conn:
             row = conn.execute(
                 "SELECT state FROM scheduler_states WHERE campaign_id = ? AND step = ? AND phase = ?",
                 [campaign_id, step, phase],
             ).fetchone()
-        return None if row is None else bytes(row[0])
+            if row is None:
+                return None
+            blob = bytes(row[0])
+            if blob[:1] == b"\x80":  # saved before migration 030: a pickle of the whole state
+                return pickle.loads(blob)
+            if blob[:1] != b"{":
+                raise ValueError(
+                    f"scheduler state of {campaign_id!r} step {step} ({phase}) is not a manifest"
+                )
+            return decode_state(blob.decode(), lambda digests: _fetch_arrays(conn, digests))
 
-    def save_batch(self, campaign_id: str, step: int, batch: pd.DataFrame, state: bytes) -> int:
+    def scheduler_state_manifest(self, campaign_id: str, step: int, phase: str) -> str | None:
+        """A digest of a saved state's manifest (it names every array by digest): what a cache compares."""
+        return self.scalar(
+            "SELECT md5(state) FROM scheduler_states WHERE campaign_id = ? AND step = ? AND phase = ?",
+            [campaign_id, step, phase],
+        )
+
+    def save_batch(
+        self, campaign_id: str, step: int, batch: pd.DataFrame, state: SchedulerState | bytes
+    ) -> int:
         """The batch of ``step`` and the scheduler state that chose it, together; 0 if already saved."""
         rows = batch[["task_id", "env_id", "role", "predicted_variance"]].assign(
             campaign_id=campaign_id, step=step, position=range(len(batch)), created_at=_now()
@@ -329,7 +362,9 @@ class Warehouse:
             _save_state(conn, campaign_id, step, "selected", state)
             return _insert(conn, "batches", rows)
 
-    def save_refill(self, campaign_id: str, step: int, rounds: list[pd.DataFrame], state: bytes) -> int:
+    def save_refill(
+        self, campaign_id: str, step: int, rounds: list[pd.DataFrame], state: SchedulerState | bytes
+    ) -> int:
         """The refill rounds of ``step`` (dynamic sampling; round 1, 2, ... after the scheduled batch)
         and the scheduler state after the last one (phase 'refilled'), together. Replaces earlier
         refill rows of the step, so a re-run training step writes the same rows once."""
@@ -496,22 +531,61 @@ class Warehouse:
             conn.execute("DELETE FROM task_stats WHERE campaign_id = ?", [campaign_id])
             return _insert(conn, "task_stats", stats.assign(campaign_id=campaign_id, step=step))
 
+    def task_stats(self, campaign_id: str) -> pd.DataFrame:
+        """The campaign's stored task statistics (task_id, step, n, m, mu, trend, last_step)."""
+        return self.query(
+            "SELECT task_id, step, n, m, mu, trend, last_step FROM task_stats WHERE campaign_id = ?",
+            [campaign_id],
+        )
+
+    def fold_task_stats(self, campaign_id: str, step: int, changed: pd.DataFrame) -> int:
+        """Incremental ``replace_task_stats``: upsert the rows of the tasks ``step`` observed, and mark
+        every row of the campaign as valid for ``step``; returns the campaign's row count."""
+        rows = changed[["task_id", "n", "m", "mu", "trend", "last_step"]].assign(
+            campaign_id=campaign_id, step=step
+        )
+        with self.transaction() as conn:
+            conn.register("_task_stats_rows", rows)
+            try:
+                conn.execute(_sql("task_stats_upsert"))
+            finally:
+                conn.unregister("_task_stats_rows")
+            conn.execute(
+                "UPDATE task_stats SET step = ? WHERE campaign_id = ? AND step != ?",
+                [step, campaign_id, step],
+            )
+            return conn.execute(
+                "SELECT count(*) FROM task_stats WHERE campaign_id = ?", [campaign_id]
+            ).fetchone()[0]
+
+    def has_campaign_cross_edges(self, campaign_id: str) -> bool:
+        return bool(
+            self.scalar("SELECT EXISTS (SELECT 1 FROM edges_cross WHERE campaign_id = ?)", [campaign_id])
+        )
+
     def save_observation(
         self,
         campaign_id: str,
         step: int,
-        state: bytes,
+        state: SchedulerState | bytes,
         predictions: pd.DataFrame,
         cross_edges: pd.DataFrame,
         graph_version: str,
         metrics: dict[str, float],
+        cross_removed: pd.DataFrame | None = None,
     ) -> int:
         """After folding step ``step``'s rollouts into the scheduler: its state, its predictions, the
-        campaign's re-ranked cross edges and the batch metrics, all in one transaction."""
+        campaign's re-ranked cross edges and the batch metrics, all in one transaction.
+
+        ``cross_removed`` given: ``cross_edges`` are only the new or changed edges and ``cross_removed``
+        the (src, dst) pairs gone (a re-rank changes few rows; rewriting 8 N rows per step does not scale).
+        """
         with self.transaction() as conn:
             _save_state(conn, campaign_id, step, "observed", state)
             conn.execute("DELETE FROM predictions WHERE campaign_id = ? AND step = ?", [campaign_id, step])
-            if len(cross_edges):
+            if cross_removed is not None:
+                _update_cross_edges(conn, campaign_id, cross_edges, cross_removed, graph_version)
+            elif len(cross_edges):
                 conn.execute("DELETE FROM edges_cross WHERE campaign_id = ?", [campaign_id])
                 _insert(
                     conn,
@@ -614,14 +688,75 @@ def _insert(conn: duckdb.DuckDBPyConnection, table: str, rows: pd.DataFrame, con
     return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
 
 
-def _save_state(
-    conn: duckdb.DuckDBPyConnection, campaign_id: str, step: int, phase: str, state: bytes
+def _update_cross_edges(
+    conn: duckdb.DuckDBPyConnection,
+    campaign_id: str,
+    changed: pd.DataFrame,
+    removed: pd.DataFrame,
+    graph_version: str,
 ) -> None:
-    conn.execute(
-        "INSERT INTO scheduler_states VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT (campaign_id, step, phase) DO UPDATE SET state = excluded.state, created_at = excluded.created_at",
-        [campaign_id, step, phase, state, _now()],
+    if len(removed):
+        conn.register("_cross_removed", removed[["src", "dst"]])
+        try:
+            conn.execute(
+                "DELETE FROM edges_cross USING _cross_removed r WHERE edges_cross.campaign_id = ? "
+                "AND edges_cross.src = r.src AND edges_cross.dst = r.dst",
+                [campaign_id],
+            )
+        finally:
+            conn.unregister("_cross_removed")
+    rows = changed[["src", "dst", "similarity"]].assign(campaign_id=campaign_id, graph_version=graph_version)
+    _insert(
+        conn,
+        "edges_cross",
+        rows,
+        "ON CONFLICT (campaign_id, src, dst) DO UPDATE SET similarity = excluded.similarity, "
+        "graph_version = excluded.graph_version",
     )
+
+
+@dataclass(frozen=True)
+class SchedulerState:
+    """A scheduler's ``state_dict`` encoded once (``warehouse.state_codec``): manifest + arrays by digest."""
+
+    manifest: str
+    arrays: dict[str, tuple[str, tuple[int, ...], bytes]]
+
+    @classmethod
+    def of(cls, state: Any) -> SchedulerState:
+        return cls(*encode_state(state))
+
+
+def _fetch_arrays(conn: duckdb.DuckDBPyConnection, digests) -> dict[str, tuple[str, list[int], bytes]]:
+    rows = conn.execute(_sql("state_arrays_fetch"), [list(digests)]).fetchall()
+    return {digest: (dtype, shape, data) for digest, dtype, shape, data in rows}
+
+
+def _save_state(
+    conn: duckdb.DuckDBPyConnection, campaign_id: str, step: int, phase: str, state: SchedulerState | bytes
+) -> None:
+    """The state's manifest, plus those of its arrays the warehouse does not hold yet (``bytes``: an
+    already encoded state, stored as it is)."""
+    if isinstance(state, bytes | bytearray):
+        conn.execute(_sql("save_scheduler_state"), [campaign_id, step, phase, bytes(state), _now()])
+        return
+    missing = [r[0] for r in conn.execute(_sql("state_arrays_missing"), [list(state.arrays)]).fetchall()]
+    if missing:
+        table = pa.table(
+            {
+                "digest": missing,
+                "dtype": [state.arrays[d][0] for d in missing],
+                "shape": pa.array([list(state.arrays[d][1]) for d in missing], pa.list_(pa.int64())),
+                "data": pa.array([state.arrays[d][2] for d in missing], pa.large_binary()),
+                "created_at": pa.array([_now()] * len(missing), pa.timestamp("us")),
+            }
+        )
+        conn.register("_state_arrays", table)
+        try:
+            conn.execute("INSERT INTO scheduler_state_arrays SELECT * FROM _state_arrays")
+        finally:
+            conn.unregister("_state_arrays")
+    conn.execute(_sql("save_scheduler_state"), [campaign_id, step, phase, state.manifest.encode(), _now()])
 
 
 def _upsert_metrics(

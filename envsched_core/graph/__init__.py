@@ -10,7 +10,7 @@ from .cross import (
     rank_cross_edges,
 )
 from .patterns import signature_patterns
-from .relation import edges_from_frame, edges_to_frame, propagation_matrix, top_k_per_source
+from .relation import edge_changes, edges_from_frame, edges_to_frame, propagation_matrix, top_k_per_source
 from .within import build_within_edges, similarity_matrix, within_edge_arrays
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "cross_candidates",
     "cross_edge_arrays",
     "cross_signature",
+    "edge_changes",
     "edges_from_frame",
     "edges_to_frame",
     "propagation_matrix",

@@ -47,6 +47,19 @@ def propagation_matrix(
     return sp.csr_matrix((w, (src, dst)), shape=(n_tasks, n_tasks))
 
 
+def edge_changes(old, new, n_tasks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What turns edge list ``old`` into ``new`` (both (src, dst, similarity), pairs unique): positions in
+    ``new`` of pairs that are new or whose similarity changed, and the (src, dst) of old pairs now gone.
+    Lets a store rewrite only what a re-rank changed."""
+    key_old = np.asarray(old[0], np.int64) * n_tasks + np.asarray(old[1], np.int64)
+    key_new = np.asarray(new[0], np.int64) * n_tasks + np.asarray(new[1], np.int64)
+    _, at_old, at_new = np.intersect1d(key_old, key_new, assume_unique=True, return_indices=True)
+    changed = np.ones(len(key_new), dtype=bool)
+    changed[at_new] = np.asarray(old[2])[at_old] != np.asarray(new[2])[at_new]
+    gone = np.setdiff1d(key_old, key_new, assume_unique=True)
+    return np.flatnonzero(changed), gone // n_tasks, gone % n_tasks
+
+
 def edges_to_frame(catalog: TaskCatalog, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> pd.DataFrame:
     """Edge arrays as a warehouse-ready frame (src, dst, similarity) of task ids."""
     return pd.DataFrame(

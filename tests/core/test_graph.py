@@ -84,3 +84,13 @@ def test_top_k_per_source_keeps_best_distinct_destinations():
     )
     assert list(zip(src, dst, strict=True)) == [(0, 1), (0, 2), (1, 0)]
     np.testing.assert_allclose(sim, [0.9, 0.5, 0.3])
+
+
+def test_edge_changes_finds_new_changed_and_gone_pairs():
+    from envsched_core.graph import edge_changes
+
+    old = (np.array([0, 0, 1]), np.array([1, 2, 2]), np.array([0.5, 0.4, 0.3]))
+    new = (np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([0.5, 0.35, 0.2]))
+    changed, gone_src, gone_dst = edge_changes(old, new, n_tasks=3)
+    assert changed.tolist() == [1, 2]  # (1, 2) re-weighted, (2, 0) new; (0, 1) unchanged
+    assert list(zip(gone_src.tolist(), gone_dst.tolist(), strict=True)) == [(0, 2)]

@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 from task_frames import group, make_tasks
 
@@ -60,3 +61,31 @@ def test_stats_state_dict_round_trip(catalog):
     copy.load_state_dict(stats.state_dict())
     np.testing.assert_array_equal(copy.n_at(5), stats.n_at(5))
     assert copy.v0() == stats.v0() and list(copy.to_frame(catalog)["task_id"]) == ["e1-t2"]
+
+
+def test_stats_fold_onto_stored_table_equals_recompute_from_whole_history():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=3, per_env=4))
+    rng = np.random.default_rng(0)
+    steps = []
+    for step in range(1, 5):
+        ids = rng.choice(catalog.task_ids, size=5, replace=False)
+        steps.append(pd.concat([group(t, step, list(rng.integers(0, 2, 4))) for t in ids], ignore_index=True))
+    stored = TaskStats(len(catalog), gamma=0.8).to_frame(catalog)
+    for rollouts in steps:
+        stats = TaskStats.from_frame(stored, catalog, gamma=0.8)
+        touched = stats.fold(rollouts, catalog)
+        changed = stats.to_frame(catalog, touched)
+        stored = pd.concat([stored[~stored.task_id.isin(changed.task_id)], changed], ignore_index=True)
+    full = TaskStats.from_rollouts(pd.concat(steps, ignore_index=True), catalog, gamma=0.8).to_frame(catalog)
+    pd.testing.assert_frame_equal(
+        stored.sort_values("task_id").reset_index(drop=True),
+        full.sort_values("task_id").reset_index(drop=True),
+    )
+
+
+def test_stats_from_frame_names_unknown_task_ids(catalog):
+    frame = pd.DataFrame(
+        {"task_id": ["nope"], "n": [1.0], "m": [0.1], "mu": [0.5], "trend": [0.0], "last_step": [1]}
+    )
+    with pytest.raises(ValueError, match="task_stats task_id"):
+        TaskStats.from_frame(frame, catalog)

@@ -1,0 +1,299 @@
+"""System cost of the pipeline at scale: catalogue, embedding, graph and campaign steps, through Dagster.
+
+    PYTHONPATH=. .venv/bin/python bench/pipeline_cost.py                       # 10k and 100k tasks
+    PYTHONPATH=. .venv/bin/python bench/pipeline_cost.py --sizes 20000 --steps 4
+    PYTHONPATH=. .venv/bin/python bench/pipeline_cost.py --sizes 1000000 --steps 2   # where memory allows
+    PYTHONPATH=. .venv/bin/python bench/pipeline_cost.py --embedding            # throughput + recall, 5k sample
+
+What runs is the real pipeline: the `synthetic` source (``envs`` x 200 tasks), the `refresh_catalog` and
+`build_graph` jobs and a campaign of the `simulated` engine (B=256, G=8) executed as Dagster runs on a
+Dagster instance in a temporary home, with the landing sensor evaluated through Dagster's sensor API
+(`pipelines.driver`, what `envsched campaign run` does). Each size runs in a fresh subprocess, so its
+peak RSS (`getrusage`) is its own; the process runs every Dagster run in-process, like the CLI.
+
+Per step: wall time between two completed steps, the engine's own rollout time (its `run_step`, timed
+by wrapping it), and the overhead = wall - rollout, i.e. everything the pipeline adds. Per-asset times are
+the Dagster step durations of the runs of that step. Step 1 also pays one-time costs (JIT, first
+load); the table reports it apart from the median of the later steps.
+
+`--embedding`: texts/s of each embedding backend on a sample of synthetic task texts, and the
+within-environment top-8 neighbour recall of each against the fp32 sentence-transformers model.
+
+Targets (issue 14): embedding >= 350 texts/s on 2 cores with recall >= 0.9; build_graph at 100k <= 8 min
+cold and <= 30 s unchanged; overhead per step (B=256) <= 3 s at 20k and <= 5 s at 100k; peak RSS <= 4 GiB
+at 100k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TASKS_PER_ENV = 200
+
+
+def rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux reports KiB
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process, all threads (on a shared machine: what it would take on idle cores)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _step_seconds(instance, run_id: str) -> dict[str, float]:
+    return {
+        s.step_key: round(s.end_time - s.start_time, 3)
+        for s in instance.get_run_step_stats(run_id)
+        if s.end_time and s.start_time
+    }
+
+
+def _timed_run(ctx, job: str, run_config: dict | None = None) -> tuple[float, dict[str, float]]:
+    import dagster as dg
+
+    from pipelines.driver import _execute
+
+    before = {r.run_id for r in ctx.instance.get_runs(filters=dg.RunsFilter(job_name=job))}
+    t0, c0 = time.perf_counter(), cpu_s()
+    _execute(ctx, job, run_config=run_config)
+    seconds = time.perf_counter() - t0
+    run = next(
+        r for r in ctx.instance.get_runs(filters=dg.RunsFilter(job_name=job)) if r.run_id not in before
+    )
+    return seconds, {**_step_seconds(ctx.instance, run.run_id), "cpu": round(cpu_s() - c0, 2)}
+
+
+def measure(n_tasks: int, steps: int, batch_size: int, home: Path, reuse: bool = False) -> dict:
+    """One size, in this process: catalogue, graph cold and unchanged, a campaign of ``steps`` steps.
+    ``reuse``: the home already holds this catalogue, embedded (skips loading and the cold build)."""
+    import logging
+
+    progress = logging.getLogger("envsched.progress")
+    progress.addHandler(logging.StreamHandler(sys.stderr))
+    progress.setLevel(logging.INFO)
+    import dagster as dg
+
+    from pipelines.campaign import CampaignConfig
+    from pipelines.definitions import defs
+    from pipelines.driver import DriverContext, run_campaign
+    from pipelines.paths import Paths
+    from training.engines.simulated import SimulatedEngine
+    from warehouse.store import Warehouse
+
+    paths = Paths(home).ensure()
+    os.environ["ENVSCHED_HOME"] = str(paths.home)
+    os.environ["DAGSTER_HOME"] = str(paths.dagster_home)
+    envs = max(1, n_tasks // TASKS_PER_ENV)
+    row: dict = {"tasks": envs * TASKS_PER_ENV}
+    with dg.DagsterInstance.get() as instance:
+        ctx = DriverContext(defs=defs, instance=instance, store=Warehouse(paths.warehouse))
+        catalog_config = {
+            "ops": {
+                "environment_catalog": {
+                    "config": {
+                        "sources": ["synthetic"],
+                        "source_options": {"synthetic": {"envs": envs, "tasks_per_env": TASKS_PER_ENV}},
+                    }
+                }
+            }
+        }
+        if not reuse:
+            row["catalogue s"], parts = _timed_run(ctx, "refresh_catalog", catalog_config)
+            row["catalogue CPU s"] = parts["cpu"]
+            print(f"  catalogue loaded in {row['catalogue s']:.1f} s", flush=True)
+            row["build_graph cold s"], parts = _timed_run(ctx, "build_graph")
+            row["build_graph cold CPU s"] = parts["cpu"]
+            row["embedding s"] = parts.get("task_embeddings", float("nan"))
+            row["embedding texts/s"] = (
+                row["tasks"] / row["embedding s"] if row["embedding s"] else float("nan")
+            )
+            row["within s"] = parts.get("within_env_edges", float("nan"))
+            row["cross s"] = parts.get("cross_env_edges", float("nan"))
+            print(f"  build_graph cold {row['build_graph cold s']:.1f} s: {parts}", flush=True)
+        row["build_graph unchanged s"], parts = _timed_run(ctx, "build_graph")
+        row["build_graph unchanged CPU s"] = parts["cpu"]
+        print(f"  build_graph unchanged {row['build_graph unchanged s']:.1f} s: {parts}", flush=True)
+        row["RSS after graph GiB"] = rss_gib()
+
+        engine_cls = SimulatedEngine
+        rollout_seconds: list[float] = []
+        run_step = engine_cls.run_step
+
+        def timed_run_step(self, batch, step):  # measures the engine's own time; changes nothing
+            t0 = time.perf_counter()
+            try:
+                return run_step(self, batch, step)
+            finally:
+                rollout_seconds.append(time.perf_counter() - t0)
+
+        engine_cls.run_step = timed_run_step
+        campaign_id = f"bench-{time.strftime('%H%M%S')}"
+        config = CampaignConfig(
+            campaign_id=campaign_id, sources=["synthetic"], batch_size=batch_size, group_size=8, steps=steps
+        )
+        marks, cpus = [time.perf_counter()], [cpu_s()]
+
+        def on_step(step: int) -> None:
+            marks.append(time.perf_counter())
+            cpus.append(cpu_s())
+            print(
+                f"  step {step}: {marks[-1] - marks[-2]:.1f} s wall, {cpus[-1] - cpus[-2]:.1f} s CPU",
+                flush=True,
+            )
+
+        run_campaign(config, ctx, on_step=on_step)
+        engine_cls.run_step = run_step
+        walls = [b - a for a, b in zip(marks[:-1], marks[1:], strict=False)]
+        overheads = [w - r for w, r in zip(walls, rollout_seconds, strict=False)]
+        step_cpus = [b - a for a, b in zip(cpus[:-1], cpus[1:], strict=False)]
+        row["step1 CPU s"] = step_cpus[0]
+        row["step CPU s (median 2..)"] = statistics.median(step_cpus[1:] or step_cpus)
+        row["step1 wall s"] = walls[0]
+        row["step1 overhead s"] = overheads[0]
+        later = overheads[1:] or overheads
+        row["step wall s (median 2..)"] = statistics.median(walls[1:] or walls)
+        row["rollout s (median)"] = statistics.median(rollout_seconds[1:] or rollout_seconds)
+        row["overhead s (median 2..)"] = statistics.median(later)
+        row["per asset s (median 2..)"] = _per_asset(instance, campaign_id, skip_first=True)
+        row["peak RSS GiB"] = rss_gib()
+    return row
+
+
+def _per_asset(instance, campaign_id: str, skip_first: bool) -> dict[str, float]:
+    """Median Dagster step duration per asset over the campaign's runs (the first two runs skipped: the
+    first plan and train carry the one-time costs)."""
+    import dagster as dg
+
+    runs = sorted(
+        instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": campaign_id})),
+        key=lambda r: instance.get_run_record_by_id(r.run_id).create_timestamp,
+    )
+    per: dict[str, list[float]] = {}
+    for run in runs[3 if skip_first else 0 :]:
+        for key, seconds in _step_seconds(instance, run.run_id).items():
+            per.setdefault(key, []).append(seconds)
+    return {k: round(statistics.median(v), 3) for k, v in per.items()}
+
+
+def embedding_cost(sample: int, backends: list[str], batch_size: int = 64, k: int = 8) -> None:
+    """Throughput of each backend and its within-environment top-k recall against fp32 torch."""
+    import numpy as np
+    import pandas as pd
+
+    from environments.frames import catalog_frames
+    from environments.registry import get_source
+    from envsched_core.embedding import SentenceTransformerEmbedder
+
+    source = get_source("synthetic", envs=max(1, sample // TASKS_PER_ENV), tasks_per_env=TASKS_PER_ENV)
+    tasks = catalog_frames(source.load()).tasks
+    texts, env = tasks["text"].astype(str).tolist(), tasks["env_id"].to_numpy()
+    print(
+        f"{len(texts)} synthetic task texts, mean {np.mean([len(t) for t in texts]):.0f} characters",
+        flush=True,
+    )
+
+    def neighbours(x: np.ndarray) -> list[set]:
+        out = [set() for _ in range(len(x))]
+        for e in np.unique(env):
+            rows = np.flatnonzero(env == e)
+            s = x[rows] @ x[rows].T
+            np.fill_diagonal(s, -np.inf)
+            top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+            for i, r in enumerate(rows):
+                out[r] = set(rows[top[i]].tolist())
+        return out
+
+    rows, reference, reference_nn = [], None, None
+    for backend in ["torch"] + [b for b in backends if b != "torch"]:
+        embedder = SentenceTransformerEmbedder(backend=backend, batch_size=batch_size)
+        embedder(texts[:64])  # load (and export on first use) outside the timing
+        wall, cpu = time.perf_counter(), time.process_time()
+        x = embedder(texts)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if reference is None:
+            reference, reference_nn = x, neighbours(x)
+        nn = neighbours(x)
+        rows.append(
+            {
+                "backend": embedder.backend,
+                "wall texts/s": len(texts) / wall,
+                "CPU s per 1k texts": 1000 * cpu / len(texts),
+                "texts/s on 2 idle cores (from CPU time)": len(texts) / (cpu / 2),
+                "min cosine to fp32": float((x * reference).sum(axis=1).min()),
+                f"top-{k} recall vs fp32": float(
+                    np.mean([len(a & b) / k for a, b in zip(nn, reference_nn, strict=True)])
+                ),
+            }
+        )
+        print(f"  {rows[-1]}", flush=True)
+    print(
+        f"\nEmbedding cost (batch {batch_size}; targets: >= 350 texts/s on 2 cores, recall >= 0.9). The "
+        "CPU-time column is what 2 dedicated cores would give when the machine is shared."
+    )
+    print(pd.DataFrame(rows).set_index("backend").round(3).to_string())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="10000,100000", help="comma list of task counts")
+    parser.add_argument("--steps", type=int, default=4, help="campaign steps per size")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--home", default=None, help="keep the data folders under this folder")
+    parser.add_argument(
+        "--reuse", action="store_true", help="the --home folders already hold the embedded catalogues"
+    )
+    parser.add_argument("--embedding", action="store_true", help="embedding throughput and recall only")
+    parser.add_argument("--sample", type=int, default=5000, help="texts in the embedding sample")
+    parser.add_argument("--backends", default="torch,onnx,onnx-int8", help="embedding backends to compare")
+    parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # child process mode
+    args = parser.parse_args()
+    if args.embedding:
+        embedding_cost(args.sample, args.backends.split(","))
+        return
+    if args.one is not None:
+        print(json.dumps(measure(args.one, args.steps, args.batch_size, Path(args.home), args.reuse)))
+        return
+    import pandas as pd
+
+    base = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="pipeline_cost-"))
+    rows = []
+    for n in [int(s) for s in args.sizes.split(",")]:
+        print(f"measuring {n:,} tasks ({base / str(n)}) ...", flush=True)
+        command = [sys.executable, __file__, "--one", str(n), "--steps", str(args.steps)]
+        command += ["--batch-size", str(args.batch_size), "--home", str(base / str(n))]
+        command += ["--reuse"] if args.reuse else []
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+            lines = []
+            for line in child.stdout:  # progress as it happens; the last line is the result
+                lines.append(line.rstrip())
+                if not line.startswith("{"):
+                    print(line.rstrip(), flush=True)
+        if child.returncode != 0 or not lines or not lines[-1].startswith("{"):
+            rows.append({"tasks": n, "error": f"exit {child.returncode}"})
+            continue
+        rows.append(json.loads(lines[-1]))
+    per_asset = {r["tasks"]: r.pop("per asset s (median 2..)", {}) for r in rows}
+    print(
+        f"\nPipeline cost (B={args.batch_size}, G=8, simulated engine, {args.steps} steps; targets: "
+        "embedding >= 350 texts/s, build_graph 100k <= 480 s cold / 30 s unchanged, overhead <= 3 s at 20k "
+        "and <= 5 s at 100k, peak RSS <= 4 GiB at 100k)"
+    )
+    print(pd.DataFrame(rows).set_index("tasks").T.round(2).to_string())
+    print("\nPer asset, Dagster step seconds (median over steps 2..):")
+    print(pd.DataFrame(per_asset).round(2).to_string())
+
+
+if __name__ == "__main__":
+    main()
