@@ -154,16 +154,14 @@ def measure(n_tasks: int, steps: int, batch_size: int, home: Path, reuse: bool =
         run_campaign(config, ctx, on_step=on_step)
         engine_cls.run_step = run_step
         walls = [b - a for a, b in zip(marks[:-1], marks[1:], strict=False)]
-        overheads = [w - r for w, r in zip(walls, rollout_seconds, strict=False)]
         step_cpus = [b - a for a, b in zip(cpus[:-1], cpus[1:], strict=False)]
-        row["step1 CPU s"] = step_cpus[0]
-        row["step CPU s (median 2..)"] = statistics.median(step_cpus[1:] or step_cpus)
-        row["step1 wall s"] = walls[0]
-        row["step1 overhead s"] = overheads[0]
-        later = overheads[1:] or overheads
+        rollout = statistics.median(rollout_seconds[1:] or rollout_seconds)
+        row["step1 wall s"], row["step1 CPU s"] = walls[0], step_cpus[0]
         row["step wall s (median 2..)"] = statistics.median(walls[1:] or walls)
-        row["rollout s (median)"] = statistics.median(rollout_seconds[1:] or rollout_seconds)
-        row["overhead s (median 2..)"] = statistics.median(later)
+        row["step CPU s (median 2..)"] = statistics.median(step_cpus[1:] or step_cpus)
+        row["rollout s (median)"] = rollout
+        row["overhead wall s (median 2..)"] = row["step wall s (median 2..)"] - rollout
+        row["overhead CPU s (median 2..)"] = row["step CPU s (median 2..)"] - rollout
         row["per asset s (median 2..)"] = _per_asset(instance, campaign_id, skip_first=True)
         row["peak RSS GiB"] = rss_gib()
     return row
