@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from campaign.config import CampaignConfig
-from pipelines.campaign_status import CAMPAIGN_TAG
+from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
 from pipelines.crash_safety import describe_waits, free_dead_runs
 from pipelines.paths import Paths
 from pipelines.start_campaign import run_config_for
@@ -159,6 +159,8 @@ def ingest_pending(
             status = ctx.store.campaign(request.partition_key)
             if status["status"] == "failed":
                 raise CampaignFailed(status["status_reason"] or str(exc)) from None
+            if request.tags.get(STEP_TAG) == str(ctx.store.progress(request.partition_key)["scheduled"]):
+                raise  # the step the campaign waits for failed (a crash, a lock): not a stray file to skip
             ctx.notify(f"skipped: {exc}")
     return len(requests), result.cursor
 
