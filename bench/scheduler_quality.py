@@ -34,29 +34,10 @@ import numpy as np
 import pandas as pd
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.baselines import (
-    DAPO1xConfig,
-    DAPO1xDynamicSampling,
-    DAPOConfig,
-    DAPODynamicSampling,
-    DPSConfig,
-    DPSScheduler,
-    GRESOConfig,
-    GRESOScheduler,
-    MoPPSConfig,
-    MoPPSScheduler,
-    RandomScheduler,
-)
+from envsched_core.schedulers import SCHEDULERS
 from envsched_core.simulator import LARGE, SMALL, SimConfig, Simulator, run_campaign, steps_to_target
 
-BASELINES = {
-    "random": (RandomScheduler, DAPOConfig),
-    "dapo": (DAPODynamicSampling, DAPOConfig),
-    "dapo-1x": (DAPO1xDynamicSampling, DAPO1xConfig),
-    "greso": (GRESOScheduler, GRESOConfig),
-    "mopps": (MoPPSScheduler, MoPPSConfig),
-    "dps": (DPSScheduler, DPSConfig),
-}
+BASELINES = {name: (spec.cls, spec.config_cls) for name, spec in SCHEDULERS.items() if name != "envsched"}
 ABLATIONS = {
     "full": {},
     "within only": {"use_cross_edges": False},

@@ -34,29 +34,14 @@ from scipy import stats as scipy_stats
 from threadpoolctl import threadpool_limits
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.baselines import (
-    DAPOConfig,
-    DAPODynamicSampling,
-    DPSConfig,
-    DPSScheduler,
-    GRESOConfig,
-    GRESOScheduler,
-    MoPPSConfig,
-    MoPPSScheduler,
-    RandomScheduler,
-)
+from envsched_core.schedulers import SCHEDULERS
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
 from envsched_core.worlds import REGIMES, Regime
 
 BASELINES: dict[str, Callable] = {
-    "random": lambda cat, b: RandomScheduler(cat, DAPOConfig(batch_size=b)),
-    "dapo": lambda cat, b: DAPODynamicSampling(cat, DAPOConfig(batch_size=b)),
-    "dapo-1x": lambda cat, b: DAPODynamicSampling(
-        cat, DAPOConfig(batch_size=b, gen_batch_ratio=1.0, max_num_gen_batches=4)
-    ),
-    "greso": lambda cat, b: GRESOScheduler(cat, GRESOConfig(batch_size=b)),
-    "mopps": lambda cat, b: MoPPSScheduler(cat, MoPPSConfig(batch_size=b)),
-    "dps": lambda cat, b: DPSScheduler(cat, DPSConfig(batch_size=b)),
+    name: (lambda cat, b, spec=spec: spec.cls(cat, spec.config_cls(batch_size=b)))
+    for name, spec in SCHEDULERS.items()
+    if name != "envsched"
 }
 # EnvSched and its ablations: SchedulerConfig overrides. Each piece of the predictor/selection is
 # switched off alone; "paper" is the paper's predictor (discounted mean observed variance, fused).

@@ -25,20 +25,8 @@ import numpy as np
 import pandas as pd
 
 from environments.base import CallRecord, Trajectory, TurnRecord
-from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.baselines import (
-    DAPO1xConfig,
-    DAPO1xDynamicSampling,
-    DAPOConfig,
-    DAPODynamicSampling,
-    DPSConfig,
-    DPSScheduler,
-    GRESOConfig,
-    GRESOScheduler,
-    MoPPSConfig,
-    MoPPSScheduler,
-    RandomScheduler,
-)
+from envsched_core import EnvSched, TaskCatalog
+from envsched_core.schedulers import SCHEDULERS as REGISTRY
 from training.tasks import TaskResolver
 from training.tool_calls import parse_tool_calls
 
@@ -51,16 +39,12 @@ class SchedulerEntry:
     """Config field holding (generation batch / B) for the dynamic-sampling baselines."""
 
 
-# The same names as `envsched campaign run --scheduler` (pipelines.campaign.SCHEDULERS); a small map of
-# our own because training/ may not import pipelines/ (the campaign layer's registry was not in main yet).
+# The campaign registry's schedulers (the names of `envsched campaign run --scheduler`), each with the
+# config field that sizes its over-sampled first generation batch, where it has one.
+OVERSAMPLE_FIELDS = {"dapo": "gen_batch_ratio", "dapo-1x": "gen_batch_ratio", "greso": "sampling_ratio"}
 SCHEDULERS: dict[str, SchedulerEntry] = {
-    "envsched": SchedulerEntry(EnvSched, SchedulerConfig),
-    "random": SchedulerEntry(RandomScheduler, SchedulerConfig),
-    "dapo": SchedulerEntry(DAPODynamicSampling, DAPOConfig, "gen_batch_ratio"),
-    "dapo-1x": SchedulerEntry(DAPO1xDynamicSampling, DAPO1xConfig, "gen_batch_ratio"),
-    "greso": SchedulerEntry(GRESOScheduler, GRESOConfig, "sampling_ratio"),
-    "mopps": SchedulerEntry(MoPPSScheduler, MoPPSConfig),
-    "dps": SchedulerEntry(DPSScheduler, DPSConfig),
+    name: SchedulerEntry(spec.cls, spec.config_cls, OVERSAMPLE_FIELDS.get(name))
+    for name, spec in REGISTRY.items()
 }
 
 
