@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gzip
 import json
 import random
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
+from environments.acebench.recorded import expected_results, load_recorded, replay
 from environments.acebench.source import AceBenchAgentSource
-from environments.base import CallRecord, Task, ToolCall, Trajectory, TurnRecord
+from environments.base import Task
 
-RECORDED = Path(__file__).resolve().parents[1] / "tests/data/acebench_original/recorded.jsonl.gz"
 PERTURBATIONS_PER_TASK = 32
 RANDOM_WALKS = 400
 SEED = 17
@@ -531,47 +529,12 @@ def trajectory_family(source: AceBenchAgentSource) -> list[dict[str, Any]]:
 # -- comparison ----------------------------------------------------------------------------------------
 
 
-def load_recorded(path: Path = RECORDED) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
-
-
 def as_json(content: str) -> Any:
     """A tool result as the original's agent reads it: parsed JSON where it parses, else the text."""
     try:
         return json.loads(content)
     except json.JSONDecodeError:
         return content
-
-
-def replay(source: AceBenchAgentSource, tasks: dict[str, Task], record: dict[str, Any]) -> dict[str, Any]:
-    """Run a recorded trajectory through the project's environment; what it returned, in the record's shape."""
-    task = tasks[record["task"]]
-    env = source.make_environment(task)
-    env.reset(task)
-    turn = TurnRecord()
-    results = []
-    for batch in record["batches"]:
-        calls = [ToolCall(name, arguments) for name, arguments in batch]
-        out = env.call_batch(calls)
-        turn.calls += [CallRecord(call, result) for call, result in zip(calls, out, strict=True)]
-        results.append([r.content for r in out])
-    verdict = env.verify(Trajectory(task.task_id, [turn]))
-    return {
-        "results": results,
-        "end_state": env.end_state(),
-        "valid": verdict.passed,
-        # The policy semantics has its own (LCS) score: compared all the same, it rarely agrees.
-        "process": verdict.metrics.get("process_score", verdict.metrics.get("milestone_score")),
-    }
-
-
-def expected_results(record: dict[str, Any]) -> list[list[str]]:
-    """The original's reply per call: a batch that stopped (multi-turn) gives its one reply to every call."""
-    out = []
-    for batch, reply in zip(record["batches"], record["results"], strict=True):
-        out.append([reply["batch"]] * len(batch) if isinstance(reply, dict) else reply)
-    return out
 
 
 GROUPS = {
@@ -593,17 +556,19 @@ def agreement(semantics: str, records: list[dict[str, Any]]) -> dict[str, tuple[
     tasks = {t.metadata["acebench_id"]: t for t in source.load().tasks}
     counts: Counter[str] = Counter()
     for record in records:
-        got = replay(source, tasks, record)
+        env, results, verdict = replay(source, tasks, record)
+        # The policy semantics has its own (LCS) score: compared all the same, it rarely agrees.
+        process = verdict.metrics.get("process_score", verdict.metrics.get("milestone_score"))
         pairs = [
-            (a, b)
-            for got_batch, want_batch in zip(got["results"], expected_results(record), strict=True)
+            (a.content, b)
+            for got_batch, want_batch in zip(results, expected_results(record), strict=True)
             for a, b in zip(got_batch, want_batch, strict=True)
         ]
         group = GROUPS[_group(record)]
         for row, agree, total in (
-            ("trajectories, same verdict", got["valid"] == record["valid"], 1),
-            ("trajectories, same process score", got["process"] == record["process"], 1),
-            ("trajectories, same end state", got["end_state"] == record["end_state"], 1),
+            ("trajectories, same verdict", verdict.passed == record["valid"], 1),
+            ("trajectories, same process score", process == record["process"], 1),
+            ("trajectories, same end state", env.end_state() == record["end_state"], 1),
             ("tool results equal as JSON", sum(as_json(a) == as_json(b) for a, b in pairs), len(pairs)),
         ):
             counts[(group, row, "agree")] += agree

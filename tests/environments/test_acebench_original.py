@@ -4,10 +4,7 @@ its outputs are committed). Every recorded trajectory is replayed through make_e
 call_batch / verify and must give the original's tool results, end state, verdict and process score.
 """
 
-import gzip
-import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -16,16 +13,14 @@ from environments.acebench.data_errors import GOLD_CORRECTIONS, KNOWN_DATA_ERROR
 from environments.acebench.original.dispatch import MULTI_TURN_BATCH_ERROR, UNREADABLE_BATCH
 from environments.acebench.original.scoring import end_state_errors, process_score
 from environments.acebench.original.text import render_batch
-from environments.base import CallRecord, ToolCall, Trajectory, TurnRecord, replay_gold
+from environments.acebench.recorded import expected_results, load_recorded, replay
+from environments.base import ToolCall, Trajectory, replay_gold
 from environments.verify_gold import verify_gold
-
-RECORDED = Path(__file__).resolve().parents[1] / "data/acebench_original/recorded.jsonl.gz"
 
 
 @pytest.fixture(scope="module")
 def recorded():
-    with gzip.open(RECORDED, "rt", encoding="utf-8") as f:
-        return {row["name"]: row for row in map(json.loads, f)}
+    return {row["name"]: row for row in load_recorded()}
 
 
 @pytest.fixture(scope="module")
@@ -38,36 +33,12 @@ def tasks(source):
     return {t.metadata["acebench_id"]: t for t in source.load().tasks}
 
 
-def replay(source, tasks, record):
-    """Run a recorded trajectory (batches of [name, arguments]) in a fresh rollout."""
-    task = tasks[record["task"]]
-    env = source.make_environment(task)
-    env.reset(task)
-    turn = TurnRecord()
-    results = []
-    for batch in record["batches"]:
-        calls = [ToolCall(name, arguments) for name, arguments in batch]
-        out = env.call_batch(calls)
-        turn.calls += [CallRecord(c, r) for c, r in zip(calls, out, strict=True)]
-        results.append(out)
-    verdict = env.verify(Trajectory(task.task_id, [turn]))
-    return env, results, verdict
-
-
-def expected_texts(record):
-    """The original's reply per call; a multi-turn batch that stopped gives its one reply to every call."""
-    return [
-        [reply["batch"]] * len(batch) if isinstance(reply, dict) else reply
-        for batch, reply in zip(record["batches"], record["results"], strict=True)
-    ]
-
-
 def differences(source, tasks, record):
     env, results, verdict = replay(source, tasks, record)
     found = []
     texts = [[r.content for r in batch] for batch in results]
-    if texts != expected_texts(record):
-        found.append(f"tool results {texts} != {expected_texts(record)}")
+    if texts != expected_results(record):
+        found.append(f"tool results {texts} != {expected_results(record)}")
     if env.end_state() != record["end_state"]:
         found.append("end state differs")
     if verdict.passed != record["valid"]:
