@@ -3,8 +3,6 @@ re-deliveries never rewrite history, failures say their cause in one line, resum
 
 import json
 import os
-import subprocess
-import sys
 
 import dagster as dg
 import pandas as pd
@@ -156,23 +154,14 @@ def test_campaign_bad_file_of_another_campaign_never_stops_this_one_and_resume_f
     assert driver.store.scalar("SELECT count(*) FROM rollouts WHERE campaign_id = 'other'") == B * G
 
 
-def test_campaign_run_failure_names_the_lock_holder_in_one_line(driver, monkeypatch):
+def test_campaign_run_failure_names_the_lock_holder_in_one_line(driver, monkeypatch, duckdb_reader):
     config = _config("locked", steps=1)
     driver.store.create_campaign(config.campaign_id, config.to_dict(), config.scheduler)
     driver.instance.add_dynamic_partitions("campaigns", [config.campaign_id])
-    notebook = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(driver.store.path)!r}, "
-         "read_only=True); print('ready', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert notebook.stdout.readline().strip() == "ready"
+    with duckdb_reader(driver.store.path) as notebook:
         monkeypatch.setattr(store_module, "_LOCK_WAIT_S", 0.5)
         with pytest.raises(CampaignFailed) as info:
             _execute(driver, "plan_step", "locked")
-    finally:
-        notebook.kill()
-        notebook.wait()
     message = str(info.value)
     assert f"locked by PID {notebook.pid}" in message and "Error occurred while executing" not in message
     assert "\n" not in message

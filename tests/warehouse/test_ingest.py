@@ -4,8 +4,6 @@ names the problem, loaded history immutable, odd entries under landing/ skipped,
 import os
 import shutil
 import struct
-import subprocess
-import sys
 
 import duckdb
 import pandas as pd
@@ -362,18 +360,9 @@ def test_safe_query_refuses_file_access_and_writes(home, tmp_path):
     assert home.count("rollouts") == 12
 
 
-def test_warehouse_lock_error_names_the_holder_pid(home, monkeypatch):
+def test_warehouse_lock_error_names_the_holder_pid(home, monkeypatch, duckdb_reader):
     home.store.migrate()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(home.store.path)!r}, read_only=True);"
-         " print('ready', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout.readline().strip() == "ready"
+    with duckdb_reader(home.store.path) as holder:
         monkeypatch.setattr(store_module, "_LOCK_WAIT_S", 0.3)
         with pytest.raises(WarehouseLockedError, match=f"locked by PID {holder.pid} \\(.*python.*\\)"):
             home.store.set_campaign_status("c", "running")
-    finally:
-        holder.kill()
-        holder.wait()
