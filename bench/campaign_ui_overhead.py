@@ -30,19 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.dev_server import dagster_dev  # noqa: E402
+from pipelines.jobs import catalog_run_config  # noqa: E402
 from pipelines.paths import Paths  # noqa: E402
 from warehouse.store import Warehouse  # noqa: E402
 
-BFCL_BASE = {
-    "ops": {
-        "environment_catalog": {
-            "config": {
-                "sources": ["bfcl_v3_multi_turn"],
-                "source_options": {"bfcl_v3_multi_turn": {"categories": ["base"]}},
-            }
-        }
-    }
-}
+BFCL_BASE = catalog_run_config(["bfcl_v3_multi_turn"], {"bfcl_v3_multi_turn": {"categories": ["base"]}})
 
 IN_PROCESS = """
 import json, os, sys, time

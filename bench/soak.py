@@ -35,16 +35,8 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BFCL_BASE = {
-    "ops": {
-        "environment_catalog": {
-            "config": {
-                "sources": ["bfcl_v3_multi_turn"],
-                "source_options": {"bfcl_v3_multi_turn": {"categories": ["base"]}},
-            }
-        }
-    }
-}
+# The workers load BFCL base tasks only (200); pipelines is imported in the workers, not the controller.
+BFCL_BASE_SOURCES = (["bfcl_v3_multi_turn"], {"bfcl_v3_multi_turn": {"categories": ["base"]}})
 
 
 def campaign_config(campaign_id: str, steps: int, batch_size: int, group_size: int):
@@ -66,10 +58,14 @@ def worker(ids: list[str], force: set[str], steps: int, batch_size: int, group_s
     """Run the campaigns one after another, as `envsched campaign run` would (resume where stopped)."""
     from pipelines.cli import _driver_context
     from pipelines.driver import CampaignFailed, run_campaign
+    from pipelines.jobs import catalog_run_config
 
     ctx = _driver_context()  # frees slots of runs a killed worker left behind
     if not ctx.store.path.exists() or not ctx.store.scalar("SELECT count(*) FROM task_embeddings"):
-        for job, run_config in (("refresh_catalog", BFCL_BASE), ("build_graph", None)):  # 200 tasks
+        for job, run_config in (
+            ("refresh_catalog", catalog_run_config(*BFCL_BASE_SOURCES)),
+            ("build_graph", None),
+        ):  # 200 tasks
             assert (
                 ctx.defs.resolve_job_def(job)
                 .execute_in_process(instance=ctx.instance, run_config=run_config)

@@ -20,7 +20,14 @@ import dagster as dg
 
 from campaign.config import CampaignConfig
 from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
-from pipelines.jobs import build_graph, ingest_rollouts, plan_step, refresh_catalog, train_step
+from pipelines.jobs import (
+    build_graph,
+    catalog_run_config,
+    ingest_rollouts,
+    plan_step,
+    refresh_catalog,
+    train_step,
+)
 from pipelines.resources import PathsResource, WarehouseResource
 from warehouse.landing import step_path
 from warehouse.store import Warehouse
@@ -35,7 +42,7 @@ def catalog_request(store: Warehouse, campaign_id: str, sources: list[str]) -> d
     have, stale, edges = store.catalog_readiness()
     missing = sorted(set(sources) - have)
     if missing:
-        config = {"ops": {"environment_catalog": {"config": {"sources": sorted(have | set(missing))}}}}
+        config = catalog_run_config(sorted(have | set(missing)))
         return dg.RunRequest(
             job_name=refresh_catalog.name,
             run_key=f"{campaign_id}:catalog:{','.join(missing)}",

@@ -20,6 +20,7 @@ import dagster as dg
 from campaign.config import CampaignConfig
 from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
 from pipelines.crash_safety import describe_waits, free_dead_runs
+from pipelines.jobs import catalog_run_config
 from pipelines.paths import Paths
 from pipelines.start_campaign import run_config_for
 from warehouse.store import Warehouse
@@ -121,9 +122,8 @@ def prepare_catalog(
         have = set(ctx.store.query("SELECT DISTINCT source FROM tasks WHERE active")["source"])
     source_options = source_options or {}
     if set(sources) - have or source_options:
-        catalog_config = {"sources": sorted(have | set(sources)), "source_options": source_options}
         _execute(
-            ctx, "refresh_catalog", run_config={"ops": {"environment_catalog": {"config": catalog_config}}}
+            ctx, "refresh_catalog", run_config=catalog_run_config(sorted(have | set(sources)), source_options)
         )
     stale = ctx.store.embedding_status()
     stale = stale[stale.embedded_hash != stale.text_hash]

@@ -2,6 +2,13 @@
 
 import dagster as dg
 
+
+def catalog_run_config(sources, source_options: dict | None = None) -> dict:
+    """The run config of `refresh_catalog` that loads ``sources`` (constructor options per source)."""
+    config = {"sources": list(sources), "source_options": source_options or {}}
+    return {"ops": {"environment_catalog": {"config": config}}}
+
+
 refresh_catalog = dg.define_asset_job(
     "refresh_catalog",
     selection=dg.AssetSelection.groups("catalog"),

@@ -8,19 +8,11 @@ import pytest
 
 from pipelines.definitions import defs
 from pipelines.driver import DriverContext
+from pipelines.jobs import catalog_run_config
 from pipelines.paths import Paths
 from warehouse.store import Warehouse
 
-BFCL_BASE = {
-    "ops": {
-        "environment_catalog": {
-            "config": {
-                "sources": ["bfcl_v3_multi_turn"],
-                "source_options": {"bfcl_v3_multi_turn": {"categories": ["base"]}},
-            }
-        }
-    }
-}
+BFCL_BASE = catalog_run_config(["bfcl_v3_multi_turn"], {"bfcl_v3_multi_turn": {"categories": ["base"]}})
 
 
 @pytest.fixture(scope="session")
