@@ -48,7 +48,11 @@ def rollouts(
     mlflow: MLflowResource,
 ):
     """One step's rollout results, validated against the landing contract and loaded exactly once."""
-    store = warehouse.warehouse()
+    with warehouse.session() as store:  # one connection for the asset (it holds the pool slot)
+        return _ingest(context, config, store, paths, mlflow)
+
+
+def _ingest(context, config: RolloutFileConfig, store, paths: PathsResource, mlflow: MLflowResource):
     cfg = load_campaign(context, store)
     try:
         # The ledger decides whether a refused or quarantined file stops the campaign (a stray file
@@ -76,11 +80,11 @@ def rollouts(
 @dg.asset(group_name="campaign", partitions_def=campaigns, deps=[rollouts], pool=WAREHOUSE_POOL)
 def task_stats(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     """Discounted per-task visit weight, mean variance and mean reward over the campaign so far."""
-    store = warehouse.warehouse()
-    cfg = load_campaign(context, store)
-    step = store.progress(cfg.campaign_id)["loaded"]
-    with campaign_status(store, cfg.campaign_id, f"task_stats of step {step}"):
-        rows, folded = _refresh_task_stats(store, cfg, step)
+    with warehouse.session() as store:
+        cfg = load_campaign(context, store)
+        step = store.progress(cfg.campaign_id)["loaded"]
+        with campaign_status(store, cfg.campaign_id, f"task_stats of step {step}"):
+            rows, folded = _refresh_task_stats(store, cfg, step)
     return dg.MaterializeResult(metadata={"step": step, "tasks_observed": rows, "folded": folded})
 
 
@@ -111,13 +115,13 @@ def variance_predictions(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, mlflow: MLflowResource
 ):
     """Fold the latest step's rollouts into the scheduler; predict every task's reward variance."""
-    store = warehouse.warehouse()
-    cfg = load_campaign(context, store)
-    step = store.progress(cfg.campaign_id)["loaded"]
-    if step == 0:
-        return dg.MaterializeResult(metadata={"step": 0, "note": "no rollouts yet"})
-    with campaign_status(store, cfg.campaign_id, f"variance_predictions of step {step}", mlflow):
-        return _observe(context, store, mlflow, cfg, step)
+    with warehouse.session() as store:
+        cfg = load_campaign(context, store)
+        step = store.progress(cfg.campaign_id)["loaded"]
+        if step == 0:
+            return dg.MaterializeResult(metadata={"step": 0, "note": "no rollouts yet"})
+        with campaign_status(store, cfg.campaign_id, f"variance_predictions of step {step}", mlflow):
+            return _observe(context, store, mlflow, cfg, step)
 
 
 def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.MaterializeResult:
@@ -191,7 +195,11 @@ def _cross_update(store, campaign_id: str, catalog, before, scheduler):
 )
 def scheduled_batch(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mlflow: MLflowResource):
     """The next step's batch, chosen from the scheduler state after the last observed step."""
-    store = warehouse.warehouse()
+    with warehouse.session() as store:
+        yield from _schedule(context, store, mlflow)
+
+
+def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
     cfg = load_campaign(context, store)
     campaign_id = cfg.campaign_id
     observed = store.progress(campaign_id)["observed"]

@@ -16,6 +16,15 @@ by wrapping it), and the overhead = wall - rollout, i.e. everything the pipeline
 the Dagster step durations of the runs of that step. Step 1 also pays one-time costs (JIT, first
 load); the table reports it apart from the median of the later steps.
 
+`--daemon`: after the in-process campaign, the same campaign again through the daemon path, as the UI
+runs it: `dagster dev` (webserver, daemon, code server) on the same data folder, one `start_campaign`
+run submitted through its GraphQL API, then the daemon's ticks of the campaign and landing sensors
+launch every run, each in its own process (the default run launcher), so each run starts with a
+cold scheduler cache. Per step: wall time between two observed steps (polled once a second from the
+warehouse), the CPU seconds of every process of `dagster dev` in that time, and the overhead = wall
+- the in-process rollout median (the same engine and batch; the runs are in other processes, so
+their `run_step` cannot be timed from here).
+
 `--embedding`: texts/s of each embedding backend on a sample of synthetic task texts, and the
 within-environment top-8 neighbour recall of each against the fp32 sentence-transformers model.
 
@@ -73,7 +82,9 @@ def _timed_run(ctx, job: str, run_config: dict | None = None) -> tuple[float, di
     return seconds, {**_step_seconds(ctx.instance, run.run_id), "cpu": round(cpu_s() - c0, 2)}
 
 
-def measure(n_tasks: int, steps: int, batch_size: int, home: Path, reuse: bool = False) -> dict:
+def measure(
+    n_tasks: int, steps: int, batch_size: int, home: Path, reuse: bool = False, daemon: bool = False
+) -> dict:
     """One size, in this process: catalogue, graph cold and unchanged, a campaign of ``steps`` steps.
     ``reuse``: the home already holds this catalogue, embedded (skips loading and the cold build)."""
     import logging
@@ -164,7 +175,86 @@ def measure(n_tasks: int, steps: int, batch_size: int, home: Path, reuse: bool =
         row["overhead CPU s (median 2..)"] = row["step CPU s (median 2..)"] - rollout
         row["per asset s (median 2..)"] = _per_asset(instance, campaign_id, skip_first=True)
         row["peak RSS GiB"] = rss_gib()
+    if daemon:
+        row.update(measure_daemon(paths.home, steps, batch_size, rollout))
     return row
+
+
+def _session_cpu_s(sid: int) -> float:
+    """CPU seconds of every live process of session ``sid``, with their reaped children (from /proc)."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[3]) == sid:  # field 6 of stat: the session id
+            total += sum(int(f) for f in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    return total
+
+
+def _dev_server_sid() -> int:
+    """The session of the `dagster dev` this process started (it runs in a session of its own)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"dev" in cmdline and b"dagster" in cmdline:
+            return int(stat.parent.name)
+    raise RuntimeError("dagster dev is not running")
+
+
+def measure_daemon(home: Path, steps: int, batch_size: int, rollout_s: float) -> dict:
+    """The same campaign through `dagster dev`'s daemon (see the module docstring, --daemon)."""
+    from pipelines.campaign import CampaignConfig
+    from pipelines.dev_server import dagster_dev
+    from pipelines.submit import submit_start
+    from warehouse.store import Warehouse
+
+    store = Warehouse(Path(home) / "warehouse.duckdb")
+    campaign_id = f"bench-daemon-{time.strftime('%H%M%S')}"
+    config = CampaignConfig(
+        campaign_id=campaign_id, sources=["synthetic"], batch_size=batch_size, group_size=8, steps=steps
+    )
+
+    def observed() -> int:
+        if store.campaign_overview(campaign_id).empty:
+            return 0
+        status = store.campaign(campaign_id)
+        if status["status"] == "failed":
+            raise RuntimeError(f"daemon campaign failed: {status['status_reason']}")
+        return store.progress(campaign_id)["observed"]
+
+    with dagster_dev(Path(home), log=Path(home) / "dagster-dev-bench.log") as url:
+        sid = _dev_server_sid()
+        submit_start(config, url)
+        marks, cpus, done = [time.perf_counter()], [_session_cpu_s(sid)], 0
+        deadline = time.monotonic() + 600 * steps
+        while done < steps:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"daemon campaign: step {done + 1} not observed in time")
+            time.sleep(1.0)
+            now = observed()
+            if now > done:
+                marks += [time.perf_counter()] * (now - done)
+                cpus += [_session_cpu_s(sid)] * (now - done)
+                print(
+                    f"  daemon step {now}: {marks[-1] - marks[-2]:.1f} s wall, "
+                    f"{cpus[-1] - cpus[-2]:.1f} s CPU (all dagster dev processes)",
+                    flush=True,
+                )
+                done = now
+    walls = [b - a for a, b in zip(marks[:-1], marks[1:], strict=False)]
+    step_cpus = [b - a for a, b in zip(cpus[:-1], cpus[1:], strict=False)]
+    wall = statistics.median(walls[1:] or walls)
+    return {
+        "daemon step1 wall s (incl. start_campaign)": walls[0],
+        "daemon step wall s (median 2..)": wall,
+        "daemon step CPU s (median 2..)": statistics.median(step_cpus[1:] or step_cpus),
+        "daemon overhead wall s (median 2..)": wall - rollout_s,
+    }
 
 
 def _per_asset(instance, campaign_id: str, skip_first: bool) -> dict[str, float]:
@@ -252,6 +342,9 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="the --home folders already hold the embedded catalogues"
     )
+    parser.add_argument(
+        "--daemon", action="store_true", help="also run the campaign through dagster dev's daemon"
+    )
     parser.add_argument("--embedding", action="store_true", help="embedding throughput and recall only")
     parser.add_argument("--sample", type=int, default=5000, help="texts in the embedding sample")
     parser.add_argument("--backends", default="torch,onnx,onnx-int8", help="embedding backends to compare")
@@ -261,7 +354,8 @@ def main() -> None:
         embedding_cost(args.sample, args.backends.split(","))
         return
     if args.one is not None:
-        print(json.dumps(measure(args.one, args.steps, args.batch_size, Path(args.home), args.reuse)))
+        row = measure(args.one, args.steps, args.batch_size, Path(args.home), args.reuse, args.daemon)
+        print(json.dumps(row))
         return
     import pandas as pd
 
@@ -272,6 +366,7 @@ def main() -> None:
         command = [sys.executable, __file__, "--one", str(n), "--steps", str(args.steps)]
         command += ["--batch-size", str(args.batch_size), "--home", str(base / str(n))]
         command += ["--reuse"] if args.reuse else []
+        command += ["--daemon"] if args.daemon else []
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
             lines = []
             for line in child.stdout:  # progress as it happens; the last line is the result

@@ -107,7 +107,8 @@ def campaign_requests(store: Warehouse, landing) -> list[dg.RunRequest]:
 )
 def campaign_sensor(context: dg.SensorEvaluationContext, paths: PathsResource, warehouse: WarehouseResource):
     """Advance every created or running campaign by one run (see the module docstring)."""
-    requests = campaign_requests(warehouse.warehouse(), paths.paths().landing)
+    with warehouse.session(read_only=True) as store:  # one connection for the tick's reads
+        requests = campaign_requests(store, paths.paths().landing)
     if not requests:
         return dg.SkipReason("no campaign is waiting for a run")
     return requests

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -26,3 +28,10 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.path or Paths.from_env().ensure().warehouse)
+
+    @contextmanager
+    def session(self, read_only: bool = False) -> Iterator[Warehouse]:
+        """The warehouse with one connection held for the block (``Warehouse.session``): for an asset
+        that holds the `warehouse` pool slot, or a sensor tick (``read_only``)."""
+        with self.warehouse().session(read_only=read_only) as store:
+            yield store

@@ -34,12 +34,17 @@ def landing_sensor(context: dg.SensorEvaluationContext, paths: PathsResource, wa
     waits = describe_waits(context.instance)
     for line in set(waits) - set(cursor["waits"]):  # a run waiting on the pool: who holds it, once
         context.log.warning(line)
-    seen, waiting, reported = cursor["seen"], cursor["waiting"], cursor["bad"]
+    reported = cursor["bad"]
     entries, bad = scan(paths.paths().landing)
     for relpath, reason in bad.items():
         if reported.get(relpath) != reason:
             context.log.warning(f"{relpath}: skipped, {reason}")
-    store = warehouse.warehouse()
+    with warehouse.session(read_only=True) as store:  # one connection for the tick's reads
+        return _requests(context, store, cursor, entries, bad, waits)
+
+
+def _requests(context, store, cursor: dict, entries, bad: dict, waits: list[str]) -> dg.SensorResult:
+    seen, waiting = cursor["seen"], cursor["waiting"]
     known = set(context.instance.get_dynamic_partitions("campaigns"))
     statuses = store.campaign_statuses()
     candidates: list[tuple[LandingFile, str]] = []

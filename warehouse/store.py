@@ -5,6 +5,11 @@ writer holds it). So connections are short-lived: a writer opens, applies pendin
 one transaction and closes; readers open ``read_only``. Opening retries for a while when another
 process holds the lock, instead of failing a run. In Dagster every writing asset also sits in one
 concurrency pool of size 1 (see ``pipelines/definitions.py``).
+
+An asset that holds the pool slot anyway opens one connection for its whole body
+(:meth:`Warehouse.session`): every read and transaction inside reuses it, so a step pays one open,
+one migration check and one checkpoint per asset instead of one per query (each open of a large file
+plus its close cost tens of milliseconds).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -78,11 +84,68 @@ def lock_holder(message: str) -> str:
     return f"PID {pid}" + (f" ({command[:160]})" if command else "")
 
 
+@dataclass
+class _Session:
+    """One connection held open by :meth:`Warehouse.session` (per warehouse file, per process)."""
+
+    conn: duckdb.DuckDBPyConnection
+    thread: int
+    read_only: bool
+    depth: int = 1
+    in_transaction: bool = False
+
+
+_sessions: dict[str, _Session] = {}
+_sessions_lock = threading.Lock()
+
+
 class Warehouse:
     """The warehouse file at ``path``."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+
+    def _session(self) -> _Session | None:
+        return _sessions.get(str(self.path.resolve()))
+
+    @contextmanager
+    def session(self, read_only: bool = False) -> Iterator[Warehouse]:
+        """Hold one connection for the block: every ``reader`` and ``transaction`` of this file in this
+        process reuses it (another thread gets a cursor of it). A writer session locks the file against
+        other processes for the block, so only code that holds the warehouse pool opens one; a
+        ``read_only`` session refuses transactions (and holds nothing while the file does not exist).
+        Sessions nest (the outer one owns the connection)."""
+        key = str(self.path.resolve())
+        with _sessions_lock:
+            held = _sessions.get(key)
+            if held is not None:
+                if held.read_only and not read_only:
+                    raise RuntimeError(f"warehouse {self.path}: a writer session inside a read-only one")
+                held.depth += 1
+        if held is not None:
+            try:
+                yield self
+            finally:
+                with _sessions_lock:
+                    held.depth -= 1
+            return
+        if read_only and not self.path.exists():
+            yield self  # nothing to hold: each read says the warehouse is missing, as without a session
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._open(read_only=read_only)
+        try:
+            if not read_only:
+                apply_migrations(conn)
+            with _sessions_lock:
+                _sessions[key] = _Session(conn, threading.get_ident(), read_only)
+            try:
+                yield self
+            finally:
+                with _sessions_lock:
+                    _sessions.pop(key, None)
+        finally:
+            conn.close()
 
     # -- connections -------------------------------------------------------------------------
     def _open(self, read_only: bool, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
@@ -105,6 +168,17 @@ class Warehouse:
 
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        session = self._session()
+        if session is not None:
+            if session.thread == threading.get_ident():
+                yield session.conn
+                return
+            cursor = session.conn.cursor()  # another thread: its own connection to the same database
+            try:
+                yield cursor
+            finally:
+                cursor.close()
+            return
         if not self.path.exists():
             raise WarehouseMissingError(
                 f"no warehouse at {self.path}; run `make run` (or materialise environment_catalog) first"
@@ -118,17 +192,26 @@ class Warehouse:
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A write transaction: everything inside commits together or not at all."""
+        session = self._session()
+        if session is not None:
+            if session.read_only:
+                raise RuntimeError(f"warehouse {self.path}: a write inside a read-only session")
+            if session.thread != threading.get_ident():
+                raise RuntimeError(f"warehouse {self.path}: a write from another thread during a session")
+            if session.in_transaction:  # nested: part of the outer transaction
+                yield session.conn
+                return
+            session.in_transaction = True
+            try:
+                yield from _in_transaction(session.conn)
+            finally:
+                session.in_transaction = False
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = self._open(read_only=False)
         try:
             apply_migrations(conn)
-            conn.execute("BEGIN TRANSACTION")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            yield from _in_transaction(conn)
         finally:
             conn.close()
 
@@ -617,6 +700,16 @@ class Warehouse:
         """One row per step, one column per metric name."""
         long = self.query("SELECT step, name, value FROM step_metrics WHERE campaign_id = ?", [campaign_id])
         return long.pivot(index="step", columns="name", values="value").sort_index() if len(long) else long
+
+
+def _in_transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _upsert_by_hash(
