@@ -1,6 +1,6 @@
 """Scheduler evaluation suite: every scheduler on many simulator worlds, per world regime.
 
-    PYTHONPATH=. .venv/bin/python bench/scheduler_suite.py --quick        # ~10 min on 2 idle cores
+    PYTHONPATH=. .venv/bin/python bench/scheduler_suite.py --quick        # ~10 min on 2 idle cores (2 workers)
     PYTHONPATH=. .venv/bin/python bench/scheduler_suite.py                # full: 100k-task regime, more
     ... --regimes paper,no-info --schedulers random,dps,envsched --world-seeds 0,1,2   # tuning subsets
 
@@ -24,8 +24,12 @@ the best includes 0. The last line is machine-checkable:
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
+import resource
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,8 +180,22 @@ def verdict(per_world: list[dict[str, dict]], names: list[str]) -> tuple[str, bo
     return best, ok, steps["random"].mean() / es, best_baseline_steps / es
 
 
-def main() -> None:
+def world_job(job: tuple[str, int, bool, list[str], int, int]) -> dict[str, dict]:
+    """One (regime, world seed): every scheduler on that world (a pool worker's unit of work)."""
+    name, seed, quick, run_names, horizon, target_step = job
     with threadpool_limits(limits=1):  # small matrices: BLAS threads only thrash on a shared machine
+        return run_world(make_world(REGIMES[name], seed, quick), run_names, horizon, target_step)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished (joined) worker processes."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def main() -> None:
+    with threadpool_limits(limits=1):
         run_suite()
 
 
@@ -193,7 +211,15 @@ def run_suite() -> None:
     parser.add_argument("--world-seeds", default=None, help="comma list (default 100..104; 100..107 full)")
     parser.add_argument("--target-step", type=int, default=60, help="T: random's step-T score is the target")
     parser.add_argument("--horizon", type=int, default=None, help="steps run (default 2 T)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="processes running worlds in parallel (default: 2, or 1 on one core); results do not depend on it",
+    )
     args = parser.parse_args()
+    if args.workers < 1:
+        parser.error(f"--workers={args.workers} must be >= 1")
     regimes = args.regimes.split(",") if args.regimes else list(REGIMES)
     unknown = [r for r in regimes if r not in REGIMES]
     if unknown:
@@ -212,10 +238,8 @@ def run_suite() -> None:
     )
     horizon = args.horizon or 2 * args.target_step
     t_start = time.perf_counter()
-    verdicts = {}
-    for name in regimes:
-        regime = REGIMES[name]
-        run_names = [
+    plan = {
+        name: [
             n
             for n in names
             if n in BASELINES
@@ -224,27 +248,41 @@ def run_suite() -> None:
             or args.schedulers
             or name in QUICK_ABLATION_REGIMES
         ]
+        for name in regimes
+    }
+    jobs = [
+        (name, seed, args.quick, plan[name], horizon, args.target_step) for name in regimes for seed in seeds
+    ]
+    verdicts = {}
+    # Worlds are independent and seeded, so running them in parallel changes no number; results come back
+    # in job order, so each regime's table prints as soon as its last world is done.
+    parallel = args.workers > 1
+    with multiprocessing.get_context("fork").Pool(args.workers) if parallel else nullcontext() as pool:
+        results = pool.imap(world_job, jobs) if parallel else map(world_job, jobs)
         t0 = time.perf_counter()
-        per_world = []
-        for seed in seeds:
-            world = make_world(regime, seed, args.quick)
-            per_world.append(run_world(world, run_names, horizon, args.target_step))
-        config = regime.sim_config(args.quick)
-        title = (
-            f"[{name}] {regime.description}; {config.n_envs} envs x {config.tasks_per_env} tasks, "
-            f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
-            f"step-{args.target_step} held-out score, horizon {horizon} ({time.perf_counter() - t0:.0f}s)"
-        )
-        print(f"\n{title}\n" + "-" * min(len(title), 110))
-        print(regime_table(per_world, run_names).to_string(index=False))
-        verdicts[name] = verdict(per_world, run_names)
-        best, ok, vs_random, vs_best = verdicts[name]
-        print(
-            f"best: {best}; envsched best or tied: {'yes' if ok else 'no'}; "
-            f"steps saved vs random {vs_random:.2f}x, vs best baseline {vs_best:.2f}x",
-            flush=True,
-        )
-    print(f"\ntotal {time.perf_counter() - t_start:.0f}s")
+        for name in regimes:
+            regime, run_names = REGIMES[name], plan[name]
+            per_world = [next(results) for _ in seeds]
+            config = regime.sim_config(args.quick)
+            title = (
+                f"[{name}] {regime.description}; {config.n_envs} envs x {config.tasks_per_env} tasks, "
+                f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
+                f"step-{args.target_step} held-out score, horizon {horizon} ({time.perf_counter() - t0:.0f}s)"
+            )
+            t0 = time.perf_counter()
+            print(f"\n{title}\n" + "-" * min(len(title), 110))
+            print(regime_table(per_world, run_names).to_string(index=False))
+            verdicts[name] = verdict(per_world, run_names)
+            best, ok, vs_random, vs_best = verdicts[name]
+            print(
+                f"best: {best}; envsched best or tied: {'yes' if ok else 'no'}; "
+                f"steps saved vs random {vs_random:.2f}x, vs best baseline {vs_best:.2f}x",
+                flush=True,
+            )
+    print(
+        f"\ntotal {time.perf_counter() - t_start:.0f}s wall, {cpu_seconds():.0f} CPU s "
+        f"({args.workers} worker{'s' if args.workers > 1 else ''})"
+    )
     n_ok = sum(v[1] for v in verdicts.values())
     paper = verdicts.get("paper", (None, False, float("nan"), float("nan")))
     print(

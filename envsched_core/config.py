@@ -90,6 +90,16 @@ class SchedulerConfig:
     adapt_residual_prior: bool = False
     """Re-estimate the residuals' prior sd online (EM over the seen tasks), starting at residual_prior_sd.
     Off by default: measured neutral on the suite's tuning worlds (private 27.7 vs 28.3 steps, paper 30.3 vs 29.0)."""
+    fit_residual_prior: bool = True
+    """Empirical Bayes: after each update, refit the propagation weights a_W, a_X and the residual prior sd
+    tau by maximising the marginal likelihood of the first visits' outcomes under the predictions made before
+    them (outcome predictor). A world whose tasks share little with their neighbours then learns small a_* and
+    a wide tau (trust each task's own rollouts), one with shared structure the opposite. Supersedes
+    adapt_residual_prior; a_within, a_cross and residual_prior_sd become the starting values."""
+    prior_fit_min_visits: int = 64
+    """First visits needed before that fit runs."""
+    prior_fit_window: int = 2048
+    """Most recent first visits kept for that fit."""
     residual_prior_tasks: float = 20.0
     """Pseudo-tasks of weight the configured residual_prior_sd keeps in that estimate."""
     residual_decay: float = 0.98
@@ -192,6 +202,13 @@ class SchedulerConfig:
         need(self.global_ridge > 0, f"global_ridge={self.global_ridge} must be > 0.")
         need(self.global_iters >= 1, f"global_iters={self.global_iters} must be >= 1.")
         need(self.residual_prior_sd > 0, f"residual_prior_sd={self.residual_prior_sd} must be > 0.")
+        need(
+            self.prior_fit_min_visits >= 1, f"prior_fit_min_visits={self.prior_fit_min_visits} must be >= 1."
+        )
+        need(
+            self.prior_fit_window >= self.prior_fit_min_visits,
+            f"prior_fit_window={self.prior_fit_window} must be >= prior_fit_min_visits={self.prior_fit_min_visits}.",
+        )
         need(self.residual_prior_tasks > 0, f"residual_prior_tasks={self.residual_prior_tasks} must be > 0.")
         need(0.0 < self.residual_decay <= 1.0, f"residual_decay={self.residual_decay} must be in (0, 1].")
         need(

@@ -47,11 +47,24 @@ from .config import SchedulerConfig
 # Gauss-Hermite (probabilists') nodes and weights for E over z ~ N(mean, sd^2), 5 points.
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
 _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
-NEWTON_STEPS = 3  # Newton iterations of a visit's Laplace update (converges in 2-3 for G <= 64)
+NEWTON_STEPS = 8  # Newton iterations of a visit's Laplace update (all-pass under a wide prior needs ~6)
+MIN_PRECISION = 1e-9  # floor of a visit's message precision (an extreme all-pass group carries almost none)
+# Gauss-Hermite nodes for the marginal likelihood of a first visit (binomial x normal prior), 16 points.
+_ML_NODES, _ML_WEIGHTS = np.polynomial.hermite_e.hermegauss(16)
+_ML_LOG_WEIGHTS = np.log(_ML_WEIGHTS / _ML_WEIGHTS.sum())
+FIRST_VISIT_FIELDS = ("f", "N_W", "S_W", "N_X", "S_X", "mean", "trials")
+PRIOR_FIT_LOG_SD = 1.0  # sd (log scale) of the pull of fitted (a_W, a_X, tau) toward the configured values
+PRIOR_FIT_ITERS = 4  # L-BFGS iterations per step: warm-started, and a step adds only a few first visits
+PRIOR_FIT_BOUNDS = np.array([(1e-3, 20.0), (1e-3, 20.0), (0.1, 8.0)])  # a_W, a_X, tau (logits)
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free logistic
+
+
+def bernoulli_variance(z: np.ndarray) -> np.ndarray:
+    """p (1 - p) at logit z as sigmoid(z) sigmoid(-z): stays > 0 where 1 - sigmoid(z) rounds to 0."""
+    return sigmoid(z) * sigmoid(-z)
 
 
 def task_features(catalog: TaskCatalog) -> sp.csr_matrix:
@@ -109,10 +122,14 @@ class OutcomeModel:
         n_env = catalog.n_envs
         self.disp_num = np.zeros(n_env)  # sum of realised variances per environment
         self.disp_den = np.zeros(n_env)  # sum of mean (1 - mean) per environment
+        self.disp_groups = np.zeros(n_env)  # groups with mean in (0, 1) per environment
         # recent groups for the global refit: task row, step, mean reward, trials
         self.buffer = np.zeros((0, 4))
         self.n_fits = 0
         self.tau = float(cfg.residual_prior_sd)  # prior sd of b_i, re-estimated online (empirical Bayes)
+        self.a_W, self.a_X = float(cfg.a_within), float(cfg.a_cross)  # propagation weights, fitted online
+        # first visits (prediction inputs before the visit, outcome) for the marginal-likelihood fit
+        self.first_visits = np.zeros((0, len(FIRST_VISIT_FIELDS)))
         self._f: np.ndarray | None = None  # f(x_i) of every task under the current weights
 
     def set_cross(self, W_cross) -> None:
@@ -165,12 +182,13 @@ class OutcomeModel:
         ridge = np.full(n_w + dense.shape[1], self.cfg.global_ridge)
         ridge[0] = 1e-6  # the intercept is barely penalised
         start = np.concatenate([self.w[:n_w], self.w[self.n_sparse :]])
+        XT, denseT = X.T.tocsr(), np.ascontiguousarray(dense.T)  # transposed once, not per evaluation
 
         def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
             z = X @ w[:n_w] + dense @ w[n_w:] + offset
             nll = np.sum(weight * (np.logaddexp(0.0, z) - y * z))
             r = weight * (sigmoid(z) - y)
-            grad = np.concatenate([X.T @ r, dense.T @ r]) + ridge * w
+            grad = np.concatenate([XT @ r, denseT @ r]) + ridge * w
             return nll + 0.5 * np.sum(ridge * w * w), grad
 
         fit = minimize(loss, start, jac=True, method="L-BFGS-B", options={"maxiter": self.cfg.global_iters})
@@ -203,7 +221,7 @@ class OutcomeModel:
         Pm = P * self.m
         N_W, S_W = self._propagate(self.W_within, Pm, P, rows)
         N_X, S_X = self._propagate(self.W_cross, Pm, P, rows)
-        a_W, a_X, P0 = self.cfg.a_within, self.cfg.a_cross, self.tau**-2
+        a_W, a_X, P0 = self.a_W, self.a_X, self.tau**-2
         precision = P0 + a_W * N_W + a_X * N_X
         return (a_W * S_W + a_X * S_X) / precision, precision, N_W, S_W, N_X, S_X
 
@@ -215,10 +233,14 @@ class OutcomeModel:
 
     # --- dispersion -------------------------------------------------------------------------------
     def dispersion(self) -> np.ndarray:
-        """c_e per environment: realised variance / mean (1 - mean), shrunk to the pooled ratio."""
+        """c_e per environment: realised variance / mean (1 - mean), shrunk to the pooled ratio by
+        dispersion_prior_groups pseudo-groups of the typical group's mean (1 - mean); the pooled ratio itself
+        starts at 1 (binary rewards) with as many pseudo-groups."""
         k = self.cfg.dispersion_prior_groups
-        pooled = (self.disp_num.sum() + k) / (self.disp_den.sum() + k)  # prior ratio 1 (binary rewards)
-        return (self.disp_num + k * pooled) / (self.disp_den + k)
+        n_groups = self.disp_groups.sum()
+        unit = self.disp_den.sum() / n_groups if n_groups > 0 else 0.25  # one group's mean (1 - mean)
+        pooled = (self.disp_num.sum() + k * unit) / (self.disp_den.sum() + k * unit)
+        return (self.disp_num + k * unit * pooled) / (self.disp_den + k * unit)
 
     # --- prediction -------------------------------------------------------------------------------
     def predict(self, step: int) -> Prediction:
@@ -252,6 +274,8 @@ class OutcomeModel:
         The global model is refit first, so a first visit's outcome is explained by what the task shares
         with others before the rest is attributed to the task itself (its residual).
         """
+        if self.cfg.fit_residual_prior:
+            self._record_first_visits(rows, step, mean, trials)
         fresh = np.column_stack([rows, np.full(len(rows), step), mean, trials]).astype(float)
         self.buffer = np.vstack([self.buffer, fresh])[-self.cfg.global_window :]
         self._fit_global(step)
@@ -266,19 +290,66 @@ class OutcomeModel:
         ):  # MAP of N(b; mu, 1/Qp) x Binomial(mean * trials; trials, sigmoid(f + b))
             p = sigmoid(f + b)
             grad = trials * (mean - p) - Qp * (b - mu)
-            hess = trials * p * (1.0 - p) + Qp
-            b = b + grad / hess
-        p = sigmoid(f + b)
-        Q = Qp + trials * p * (1.0 - p)  # Laplace posterior precision
-        P_new = Q - Q0  # the own-history message: posterior / neighbour prior
+            b = b + grad / (trials * bernoulli_variance(f + b) + Qp)
+        Q = Qp + trials * bernoulli_variance(f + b)  # Laplace posterior precision
+        P_new = np.maximum(Q - Q0, MIN_PRECISION)  # the own-history message: posterior / neighbour prior
         self.m[rows] = (Q * b - Q0 * b0) / P_new
         self.P[rows] = P_new
         self.last_step[rows] = np.maximum(self.last_step[rows], step)
         np.add.at(self.disp_num, self.catalog.env[rows], variance)
         np.add.at(self.disp_den, self.catalog.env[rows], mean * (1.0 - mean))
-        if self.cfg.adapt_residual_prior:
+        np.add.at(self.disp_groups, self.catalog.env[rows], (mean > 0) & (mean < 1))
+        if self.cfg.fit_residual_prior:
+            self._fit_residual_prior()
+        elif self.cfg.adapt_residual_prior:
             self._update_tau(step)
         self.global_logit()  # f of every task under the new weights, computed here so that select is cheap
+
+    def _record_first_visits(self, rows: np.ndarray, step: int, mean: np.ndarray, trials: np.ndarray) -> None:
+        """Keep what predicted each never-seen task before its first visit (f, neighbour sums), and the outcome."""
+        new = self.last_step[rows] < 0
+        if not new.any():
+            return
+        first = rows[new]
+        _, _, N_W, S_W, N_X, S_X = self.residual_prior(step, first)
+        record = np.column_stack([self.global_logit(first), N_W, S_W, N_X, S_X, mean[new], trials[new]])
+        self.first_visits = np.vstack([self.first_visits, record])[-self.cfg.prior_fit_window :]
+
+    def first_visit_log_likelihood(self, a_W: float, a_X: float, tau: float) -> float:
+        """sum over recorded first visits of log int Binomial(outcome; sigmoid(f + b)) N(b; b0, 1/Q0) db, with
+        the neighbour prior b0, Q0 of `residual_prior` under (a_W, a_X, tau) (16-point Gauss-Hermite)."""
+        f, N_W, S_W, N_X, S_X, mean, trials = self.first_visits.T
+        Q0 = tau**-2 + a_W * N_W + a_X * N_X
+        z = (f + (a_W * S_W + a_X * S_X) / Q0)[:, None] + Q0[:, None] ** -0.5 * _ML_NODES[None, :]
+        successes = (mean * trials)[:, None]
+        log_lik = successes * z - trials[:, None] * np.logaddexp(0.0, z)  # binomial, up to a constant
+        log_lik += _ML_LOG_WEIGHTS[None, :]
+        top = log_lik.max(axis=1)
+        return float(np.sum(top + np.log(np.exp(log_lik - top[:, None]).sum(axis=1))))
+
+    def _fit_residual_prior(self) -> None:
+        """Empirical Bayes for how much a task shares with its neighbours: (a_W, a_X, tau) maximise the
+        marginal likelihood of the first visits' outcomes under the predictions made before them (a log-normal
+        pull toward the configured values keeps them put while there are few visits)."""
+        if len(self.first_visits) < self.cfg.prior_fit_min_visits:
+            return
+        use = np.array([self.W_within is not None, self.W_cross is not None, True])
+        start = np.log([self.cfg.a_within, self.cfg.a_cross, self.cfg.residual_prior_sd])
+        current = np.log(np.maximum([self.a_W, self.a_X, self.tau], 1e-6))
+
+        def objective(x: np.ndarray) -> float:
+            theta = start.copy()
+            theta[use] = x
+            penalty = 0.5 * np.sum(((x - start[use]) / PRIOR_FIT_LOG_SD) ** 2)
+            return penalty - self.first_visit_log_likelihood(*np.exp(theta))
+
+        bounds = [(np.log(lo), np.log(hi)) for lo, hi in PRIOR_FIT_BOUNDS[use]]
+        fit = minimize(
+            objective, np.clip(current[use], *np.array(bounds).T), method="L-BFGS-B", bounds=bounds
+        )
+        theta = np.log(np.maximum([self.a_W, self.a_X, self.tau], 1e-6))
+        theta[use] = fit.x
+        self.a_W, self.a_X, self.tau = (float(v) for v in np.exp(theta))
 
     def _update_tau(self, step: int) -> None:
         """EM step for the residuals' prior variance: tau^2 = mean over seen tasks of E[b_i^2] (posterior mean^2
@@ -301,9 +372,13 @@ class OutcomeModel:
             "last_step": self.last_step.copy(),
             "disp_num": self.disp_num.copy(),
             "disp_den": self.disp_den.copy(),
+            "disp_groups": self.disp_groups.copy(),
             "buffer": self.buffer.copy(),
             "n_fits": self.n_fits,
             "tau": self.tau,
+            "a_W": self.a_W,
+            "a_X": self.a_X,
+            "first_visits": self.first_visits.copy(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -314,7 +389,14 @@ class OutcomeModel:
             )
         for key in ("w", "m", "P", "last_step", "disp_num", "disp_den"):
             setattr(self, key, np.array(state[key], copy=True))
+        # states saved before disp_groups existed: count every group as one (the old prior's unit)
+        self.disp_groups = np.array(state.get("disp_groups", self.disp_den), dtype=float, copy=True)
         self._f = None
         self.buffer = np.array(state["buffer"], dtype=float, copy=True).reshape(-1, 4)
         self.n_fits = int(state["n_fits"])
         self.tau = float(state["tau"])
+        # states saved before the marginal-likelihood fit existed start it from the configured weights
+        self.a_W = float(state.get("a_W", self.cfg.a_within))
+        self.a_X = float(state.get("a_X", self.cfg.a_cross))
+        visits = state.get("first_visits", np.zeros((0, len(FIRST_VISIT_FIELDS))))
+        self.first_visits = np.array(visits, dtype=float, copy=True).reshape(-1, len(FIRST_VISIT_FIELDS))

@@ -48,23 +48,30 @@ def validate_rollouts(rollouts: pd.DataFrame, catalog: TaskCatalog) -> np.ndarra
 
 
 def group_outcomes(rollouts: pd.DataFrame, idx: np.ndarray) -> pd.DataFrame:
-    """One row per (task, step) group: task index, step, population variance and mean of its rewards,
-    and its binary accuracy (share of rollouts with reward >= ``CORRECT_REWARD``)."""
+    """One row per (task, step) group, sorted by step then task index: idx, step, mean and population
+    variance of its rewards, its binary accuracy (share of rollouts with reward >= ``CORRECT_REWARD``)
+    and size. Numpy bincounts over the (step, task) key: this runs once per observe of every step."""
     reward = rollouts["reward"].to_numpy(dtype=float)
-    frame = pd.DataFrame(
+    step = rollouts["step"].to_numpy(dtype=np.int64)
+    idx = np.asarray(idx, dtype=np.int64)
+    width = int(idx.max()) + 1 if len(idx) else 1
+    keys, inv = np.unique(step * width + idx, return_inverse=True)
+    inv = inv.ravel()
+    size = np.bincount(inv, minlength=len(keys)).astype(float)
+    mean = np.bincount(inv, weights=reward, minlength=len(keys)) / size
+    # population variance as the mean squared deviation (two passes: no cancellation error)
+    variance = np.bincount(inv, weights=(reward - mean[inv]) ** 2, minlength=len(keys)) / size
+    correct = np.bincount(inv, weights=(reward >= CORRECT_REWARD).astype(float), minlength=len(keys))
+    return pd.DataFrame(
         {
-            "idx": idx,
-            "step": rollouts["step"].to_numpy(dtype=np.int64),
-            "reward": reward,
-            "correct": (reward >= CORRECT_REWARD).astype(float),
+            "step": keys // width,
+            "idx": keys % width,
+            "mean": mean,
+            "accuracy": correct / size,
+            "size": size.astype(np.int64),
+            "variance": variance,
         }
     )
-    grouped = frame.groupby(["step", "idx"], sort=True)
-    out = grouped[["reward", "correct"]].mean().reset_index()  # one pass for both means
-    out = out.rename(columns={"reward": "mean", "correct": "accuracy"})
-    out["size"] = grouped.size().to_numpy()
-    out["variance"] = grouped["reward"].var(ddof=0).to_numpy()  # population variance of the G rewards
-    return out
 
 
 def group_summary(idx: np.ndarray, reward: np.ndarray) -> tuple[np.ndarray, ...]:

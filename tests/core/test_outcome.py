@@ -152,13 +152,53 @@ def test_outcome_state_dict_round_trips_exactly(catalog):
 
 
 def test_outcome_empirical_bayes_widens_the_residual_prior_when_tasks_differ(catalog):
-    cfg = SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0, adapt_residual_prior=True)
+    cfg = SchedulerConfig(
+        use_within_edges=False,
+        use_cross_edges=False,
+        rho=1.0,
+        adapt_residual_prior=True,
+        fit_residual_prior=False,
+    )
     m = model(catalog, cfg)
     rows = np.arange(18)
     for step in range(1, 8):  # within every environment half the tasks always pass, half always fail
         observe(m, rows, step, np.where(rows % 2 == 0, 8, 0))
     assert m.tau > cfg.residual_prior_sd  # the features cannot explain it: trust each task's own history more
-    fixed = model(catalog, SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0))
+    fixed = model(
+        catalog,
+        SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0, fit_residual_prior=False),
+    )
     for step in range(1, 8):
         observe(fixed, rows, step, np.where(rows % 2 == 0, 8, 0))
     assert fixed.tau == cfg.residual_prior_sd
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_outcome_marginal_likelihood_learns_how_much_neighbours_share(shared):
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=4, per_env=40))
+    cfg = SchedulerConfig(use_cross_edges=False, use_global_model=False, prior_fit_min_visits=16)
+    pairs = [(i, i + 1) for i in range(0, 160, 2)]  # W links task 2k with task 2k + 1 only
+    m = model(catalog, cfg, edges=pairs + [(j, i) for i, j in pairs])
+    rng = np.random.default_rng(0)
+    first = rng.random(80) < 0.5  # each pair's first task: all-pass or all-fail
+    observe(m, np.arange(0, 160, 2), 1, np.where(first, 8, 0))
+    second = first if shared else rng.random(80) < 0.5  # its neighbour: the same outcome, or a coin flip
+    for step, part in enumerate(np.array_split(np.arange(80), 8), start=2):
+        observe(m, 2 * part + 1, step, np.where(second[part], 8, 0))
+    assert m.tau > 2 * cfg.residual_prior_sd  # all-pass / all-fail: tasks differ far more than the start
+    if shared:
+        assert m.a_W > 2 * cfg.a_within  # a neighbour's outcome predicts the task's: propagate more
+    else:
+        assert m.a_W < 0.5 * cfg.a_within  # it does not: rely on the task's own rollouts
+    state = m.state_dict()
+    assert state["a_W"] == m.a_W and len(state["first_visits"]) == 160
+
+
+def test_outcome_all_pass_under_a_wide_prior_stays_finite_and_confident(catalog):
+    cfg = SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0, residual_prior_sd=8.0)
+    m = model(catalog, cfg)
+    for step in range(1, 6):
+        observe(m, np.arange(18), step, np.where(np.arange(18) % 2 == 0, 8, 0))
+    out = m.predict(6)
+    assert np.isfinite(out.z).all() and np.isfinite(out.v_hat).all()
+    assert sigmoid(out.z[0]) > 0.95 and sigmoid(out.z[1]) < 0.05  # 40 of 40 passes is not "mixed"
