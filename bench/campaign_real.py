@@ -6,6 +6,8 @@ under each scheduler, scored by the environments' real verifiers.
     ... --catalogues bfcl,tau --schedulers envsched,random --seeds 3 --steps 150 --workers 2
     ... --catalogues bfcl --seeds 3 --steps 40 --target-step 40 --batch-size 32 --eval-samples 2 \
         --schedulers random,dps,envsched --reuse     # a reduced run (2 shared cores); --reuse resumes
+    ... --variant envsched-h:horizon_discount=0.5 --schedulers random,dps,envsched,envsched-h
+                                                  # an extra EnvSched row with SchedulerConfig overrides
 
 For every (catalogue, seed, scheduler) a campaign runs in-process (library calls, no Dagster):
 select -> G rollouts per task in the real environments (``training.engines.skill.SkillEngine``) ->
@@ -104,9 +106,20 @@ def load_catalogue(name: str, heldout_fraction: float, cache_dir: Path) -> tuple
 
 # ---- one campaign -------------------------------------------------------------------------------
 def make_scheduler(name: str, catalog: TaskCatalog, batch_size: int, group_size: int, seed: int, template):
-    if name == "envsched":
-        return template(seed)
+    """A fresh scheduler for one campaign; ``template(name, seed)`` gives EnvSched and its variants."""
+    if name == "envsched" or name not in SCHEDULERS:
+        return template(name, seed)
     return scheduler_spec(name).cls(catalog, scheduler_config(name, batch_size, group_size, {}), seed=seed)
+
+
+def parse_variant(item: str) -> tuple[str, dict]:
+    """``LABEL:field=value[,field=value]`` -> (LABEL, SchedulerConfig overrides)."""
+    label, sep, rest = item.partition(":")
+    if not sep or not label or label in SCHEDULERS:
+        raise SystemExit(
+            f"--variant {item!r}: expected LABEL:field=value[,field=value], LABEL not a scheduler name"
+        )
+    return label, dict(_key_value(part) for part in rest.split(",") if part)
 
 
 def run_one(
@@ -155,8 +168,10 @@ def run_one(
 
 # ---- tables -----------------------------------------------------------------------------------
 def steps_to(frame: pd.DataFrame, target: float) -> tuple[float, float]:
-    """(first evaluated step with held-out >= target, cumulative rollouts then); NaN if never."""
-    evaluated = frame.dropna(subset=["heldout"])
+    """(first evaluated step >= 1 with held-out >= target, cumulative rollouts then); NaN if never. Step 0 (the
+    initial policy) does not count, so a seed where random never beats its start scores every scheduler at
+    its first evaluation that ties it."""
+    evaluated = frame[frame["step"] > 0].dropna(subset=["heldout"])
     hit = evaluated[evaluated["heldout"] >= target - 1e-12]
     if hit.empty:
         return float("nan"), float("nan")
@@ -336,6 +351,13 @@ def main() -> None:
         default=[],
         help="SchedulerConfig field=value for EnvSched, e.g. rho=0.1",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="an extra EnvSched row LABEL:field=value[,field=value] over --envsched-set, e.g. "
+        "'envsched-h:horizon_discount=0.5'; run it by naming LABEL in --schedulers",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
         "--replot", action="store_true", help="tables and plot from the CSVs in --out, no runs"
@@ -350,8 +372,9 @@ def main() -> None:
     target_step = min(args.target_step or (60 if args.quick else 120), steps)
     seeds = list(range(args.seeds or (1 if args.quick else 3)))
     catalogues = (args.catalogues or ("bfcl" if args.quick else ",".join(CATALOGUES))).split(",")
+    variants = dict(parse_variant(item) for item in args.variant)
     unknown = sorted(set(catalogues) - set(CATALOGUES)) + sorted(
-        set(args.schedulers.split(",")) - set(SCHEDULERS)
+        set(args.schedulers.split(",")) - set(SCHEDULERS) - set(variants)
     )
     if unknown:
         raise SystemExit(
@@ -378,11 +401,17 @@ def main() -> None:
         catalog = TaskCatalog.from_frame(train)
         batch_size = max(1, min(args.batch_size, len(train) // MIN_POOL_PER_SLOT))
         t0 = time.perf_counter()
-        config = SchedulerConfig(batch_size=batch_size, group_size=args.group_size, **envsched_config)
-        envsched = EnvSched(catalog, config, seed=0)
-        template = envsched.state_dict()
+        built = {}  # EnvSched and each variant, its graph built once per catalogue
+        for label, overrides in {"envsched": {}, **variants}.items():
+            if label in schedulers:
+                config = SchedulerConfig(
+                    batch_size=batch_size, group_size=args.group_size, **{**envsched_config, **overrides}
+                )
+                envsched = EnvSched(catalog, config, seed=0)
+                built[label] = (envsched, envsched.state_dict())
 
-        def fresh_envsched(seed: int, template=template, envsched=envsched):
+        def fresh_envsched(label: str, seed: int, built=built):
+            envsched, template = built[label]
             sched = copy.deepcopy(envsched)
             state = copy.deepcopy(template)
             state["rng"] = np.random.default_rng(seed).bit_generator.state
@@ -393,6 +422,7 @@ def main() -> None:
             f"[{name}] {len(train)} training / {len(heldout)} held-out tasks, {train['env_id'].nunique()} envs, "
             f"B={batch_size} G={args.group_size}; "
             f"EnvSched graph {time.perf_counter() - t0:.1f}s; EnvSched overrides {envsched_config or 'none'}, "
+            f"variants {variants or 'none'}, "
             f"skill policy options {options or 'defaults'}",
             flush=True,
         )

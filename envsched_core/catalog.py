@@ -121,6 +121,7 @@ class TaskCatalog:
     tool_names: np.ndarray  # (T,)
     state_fields: sp.csr_matrix  # (N, S) binary
     signature: np.ndarray  # (N, s) float32 standardised static cross-env signature
+    gold_calls: np.ndarray | None = None  # (N,) float64 gold tool calls per task (0 where unknown)
 
     def __post_init__(self) -> None:
         self._index = pd.Index(self.task_ids)
@@ -203,6 +204,7 @@ class TaskCatalog:
             tool_names=tool_names,
             state_fields=state_fields,
             signature=standardise(raw_signature),
+            gold_calls=_numeric_column(df, "gold_calls").astype(np.float64),
         )
 
 

@@ -57,6 +57,7 @@ class Predicted:
     n: np.ndarray
     v_opt: np.ndarray | None
     uncertainty: np.ndarray
+    variance: np.ndarray | None = None  # the predicted variance where v_hat is horizon-discounted
 
 
 def _prune(
@@ -73,6 +74,17 @@ def _prune(
     rank = np.empty(len(candidates), dtype=np.int64)
     rank[by_env] = np.arange(len(candidates)) - np.repeat(starts, np.diff(np.r_[starts, len(candidates)]))
     return candidates[rank < room[e]][:size]
+
+
+def horizon_discounted(value: np.ndarray, gold_calls: np.ndarray | None, discount: float) -> np.ndarray:
+    """value_i / (1 + gold calls_i)^discount (``SchedulerConfig.horizon_discount``; identity at 0 or when the
+    catalogue has no gold-call counts). A GRPO group's advantage is shared by every decision of a rollout, so
+    the longer the task, the less its reward difference says about any one decision: on tau-bench the
+    variance of long tasks comes mostly from read calls whose mistakes change nothing, and their groups
+    taught the skill policy 3-10x less per group than one- or two-call tasks (bench/learning_signal_real.py)."""
+    if discount <= 0 or gold_calls is None:
+        return value
+    return value * (1.0 + gold_calls) ** -discount
 
 
 class EnvSched:
@@ -151,7 +163,8 @@ class EnvSched:
                 evidence = (out.own_sd < np.inf) | ~np.isnan(out.b_W) | ~np.isnan(out.b_X)
                 evidence |= env_seen[self.catalog.env] > 0
                 confidence = out.sd / self.outcome.tau
-                predicted = Predicted(out.v_hat, evidence, n, out.v_opt, confidence)
+                value = horizon_discounted(out.v_hat, self.catalog.gold_calls, self.cfg.horizon_discount)
+                predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat)
             else:
                 c = self.predictor.components(self.stats, step)
                 v_hat, u = self.predictor.fuse(c)
@@ -212,7 +225,7 @@ class EnvSched:
                 "task_id": self.catalog.task_ids[rows],
                 "env_id": self.catalog.env_ids[env[rows]],
                 "role": ["exploit"] * len(exploit) + ["coverage"] * len(coverage),
-                "predicted_variance": v_hat[rows],
+                "predicted_variance": (v_hat if predicted.variance is None else predicted.variance)[rows],
             }
         )
 
@@ -373,8 +386,10 @@ class EnvSched:
                 f"EnvSched: state is for {state['n_tasks']} tasks, this catalogue has "
                 f"{len(self.catalog)}; load it into a scheduler over the same catalogue."
             )
-        if state["config"] != self.cfg.to_dict():
-            changed = sorted(k for k, v in state["config"].items() if self.cfg.to_dict().get(k) != v)
+        # A field added after the state was saved ran at its default then.
+        saved = {**SchedulerConfig().to_dict(), **state["config"]}
+        if saved != self.cfg.to_dict():
+            changed = sorted(k for k, v in saved.items() if self.cfg.to_dict().get(k) != v)
             raise ValueError(f"EnvSched: state was saved under a different config (fields {changed}).")
         self.stats.load_state_dict(state["stats"])
         self.predictor.load_state_dict(state["predictor"])

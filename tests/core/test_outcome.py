@@ -202,3 +202,36 @@ def test_outcome_all_pass_under_a_wide_prior_stays_finite_and_confident(catalog)
     out = m.predict(6)
     assert np.isfinite(out.z).all() and np.isfinite(out.v_hat).all()
     assert sigmoid(out.z[0]) > 0.95 and sigmoid(out.z[1]) < 0.05  # 40 of 40 passes is not "mixed"
+
+
+def test_horizon_discount_exploits_the_shorter_of_two_equally_mixed_tasks():
+    frame = make_tasks(n_envs=2, per_env=4)
+    frame["gold_calls"] = [1, 1, 1, 1, 8, 8, 8, 8]  # env0's tasks take one call, env1's eight
+    catalog = TaskCatalog.from_frame(frame)
+    picks = {}
+    for discount in (0.0, 1.0):
+        cfg = SchedulerConfig(batch_size=1, rho=0.0, adaptive_rho=False, horizon_discount=discount)
+        first = []
+        for seed in range(4):
+            sched = EnvSched(catalog, cfg, seed=seed)
+            for step in (1, 2):  # the short task passes 3 of 8, the long one 4 of 8 (more variance)
+                short, long = group("e0-t0", step, [1, 1, 1, 0, 0, 0, 0, 0]), group("e1-t0", step, [1, 0] * 4)
+                sched.observe(pd.concat([short, long]))
+            first.append(sched.select(3)["task_id"].iloc[0])
+        picks[discount] = first
+    assert picks[0.0] == ["e1-t0"] * 4  # the higher predicted variance
+    assert picks[1.0] == ["e0-t0"] * 4  # 1/2 vs 1/9 of its value: the one-call task
+    assert catalog.gold_calls.tolist() == frame["gold_calls"].tolist()
+    with pytest.raises(ValueError, match="horizon_discount"):
+        SchedulerConfig(horizon_discount=-1.0)
+
+
+def test_state_saved_before_a_config_field_existed_loads_at_its_default(catalog):
+    cfg = SchedulerConfig(batch_size=6)
+    sched = EnvSched(catalog, cfg, seed=0)
+    sched.observe(group("e0-t0", 1, [1, 0] * 4))
+    state = sched.state_dict()
+    del state["config"]["horizon_discount"]  # as saved by a version without the field
+    EnvSched(catalog, cfg, seed=0).load_state_dict(state)
+    with pytest.raises(ValueError, match="horizon_discount"):
+        EnvSched(catalog, SchedulerConfig(batch_size=6, horizon_discount=0.5), seed=0).load_state_dict(state)

@@ -206,6 +206,20 @@ def test_tau_bench_digest_depends_on_content_only(airline):
     assert db.digest() == tables.fresh().digest() and db.diff(tables.fresh()) == []
 
 
+def test_tau_bench_digest_equal_for_the_same_changes_in_any_order(airline):
+    source, _ = airline
+    tables = source.domain_data().tables
+    first, second = tables.fresh(), tables.fresh()
+    a, b = list(first.tables["users"])[:2]
+    first.edit("users", a)["email"] = "a@example.com"
+    first.edit("users", b)["email"] = "b@example.com"
+    second.edit("users", b)["email"] = "b@example.com"
+    second.edit("users", a)["email"] = "a@example.com"
+    assert first.digest() == second.digest() != tables.fresh().digest()
+    second.insert("users", "new_user", {"email": "n@example.com"})
+    assert second.digest() != first.digest()  # a new record counts
+
+
 # --- tools ----------------------------------------------------------------------------------------
 
 
