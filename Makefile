@@ -15,7 +15,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned to the CPU wheel: a bare `torch` would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,ray,integrations,onnx]'
+	$(BIN)/pip install -q -e '.[dev,ray,integrations,onnx,openvino]'
 	# veRL without its dependencies (see the `integrations` extra in pyproject.toml for why).
 	$(BIN)/pip install -q --no-deps 'verl==0.7.1'
 	touch $@

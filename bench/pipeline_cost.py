@@ -313,7 +313,8 @@ def embedding_cost(sample: int, backends: list[str], batch_size: int = 64, k: in
         nn = neighbours(x)
         rows.append(
             {
-                "backend": embedder.backend,
+                "backend": backend,
+                "runs": embedder.running,
                 "wall texts/s": len(texts) / wall,
                 "CPU s per 1k texts": 1000 * cpu / len(texts),
                 "texts/s on 2 idle cores (from CPU time)": len(texts) / (cpu / 2),
@@ -347,11 +348,16 @@ def main() -> None:
     )
     parser.add_argument("--embedding", action="store_true", help="embedding throughput and recall only")
     parser.add_argument("--sample", type=int, default=5000, help="texts in the embedding sample")
-    parser.add_argument("--backends", default="torch,onnx,onnx-int8", help="embedding backends to compare")
+    parser.add_argument("--embedding-batch", type=int, default=64, help="texts per batch in --embedding")
+    parser.add_argument(
+        "--backends",
+        default="torch,onnx,onnx-int8,openvino-fp32,openvino,auto",
+        help="embedding backends to compare",
+    )
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
     if args.embedding:
-        embedding_cost(args.sample, args.backends.split(","))
+        embedding_cost(args.sample, args.backends.split(","), args.embedding_batch)
         return
     if args.one is not None:
         row = measure(args.one, args.steps, args.batch_size, Path(args.home), args.reuse, args.daemon)

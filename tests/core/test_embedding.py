@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from envsched_core.embedding import SentenceTransformerEmbedder, onnx_available
+from envsched_core.embedding import SentenceTransformerEmbedder, onnx_available, resolve_backend
+from envsched_core.openvino_encoder import openvino_available
+
+needs_onnx = pytest.mark.skipif(not onnx_available(), reason="onnxruntime / optimum not installed")
+needs_openvino = pytest.mark.skipif(
+    not (onnx_available() and openvino_available()), reason="openvino (or the ONNX exporter) not installed"
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +41,21 @@ def test_embedder_length_sorted_chunks_keep_input_order_and_report_progress(text
     )
 
 
-@pytest.mark.skipif(not onnx_available(), reason="onnxruntime / optimum not installed")
-@pytest.mark.parametrize("backend, min_cosine", [("onnx", 0.9999), ("onnx-int8", 0.95)])
-def test_embedder_onnx_backends_give_the_fp32_neighbours(texts, fp32, backend, min_cosine, tmp_path_factory):
+@pytest.mark.parametrize(
+    "backend, min_cosine",
+    [
+        pytest.param("onnx", 0.9999, marks=needs_onnx),
+        pytest.param("onnx-int8", 0.95, marks=needs_onnx),
+        pytest.param("openvino", 0.999, marks=needs_openvino),  # bf16 where the CPU has it: ~0.99997
+        pytest.param("openvino-fp32", 0.9999, marks=needs_openvino),
+    ],
+)
+def test_embedder_fast_backends_give_the_fp32_neighbours(texts, fp32, backend, min_cosine):
     embedder = SentenceTransformerEmbedder(backend=backend)
     assert embedder.backend == backend
     vectors = embedder(texts)
+    assert embedder.running.startswith(backend.split("-")[0])  # it ran, no silent fallback
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert (vectors * fp32).sum(axis=1).min() >= min_cosine
     top = np.argsort(-(vectors @ vectors.T), axis=1)[:, 1:4]
     reference = np.argsort(-(fp32 @ fp32.T), axis=1)[:, 1:4]
@@ -51,3 +66,22 @@ def test_embedder_onnx_backends_give_the_fp32_neighbours(texts, fp32, backend, m
 def test_embedder_names_an_unknown_backend():
     with pytest.raises(ValueError, match="embedding backend 'fast' unknown"):
         SentenceTransformerEmbedder(backend="fast")
+
+
+@needs_openvino
+def test_embedder_openvino_keeps_input_order_reports_progress_and_repeats_itself(texts, fp32):
+    seen = []
+    embedder = SentenceTransformerEmbedder(
+        backend="openvino", batch_size=8, chunk_size=24, progress=lambda d, t, r: seen.append((d, t, r))
+    )
+    shuffled = np.random.default_rng(0).permutation(len(texts))
+    vectors = embedder([texts[i] for i in shuffled])
+    assert (vectors * fp32[shuffled]).sum(axis=1).min() >= 0.999  # row i is text i, whatever the batching
+    assert [d for d, _, _ in seen] == list(range(24, len(texts), 24)) + [len(texts)]
+    assert all(t == len(texts) and r > 0 for _, t, r in seen)
+    np.testing.assert_array_equal(embedder([texts[i] for i in shuffled]), vectors)  # deterministic
+
+
+@needs_openvino
+def test_resolve_backend_auto_picks_openvino_on_a_cpu():
+    assert resolve_backend("auto", "cpu") == ("openvino", "cpu")
