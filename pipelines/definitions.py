@@ -4,7 +4,8 @@ lives elsewhere.
 Every asset that writes the warehouse runs in the concurrency pool `warehouse` (limit 1, set in the
 instance's dagster.yaml), because DuckDB allows one writing process per file. Every job runs its steps
 in the run's own process: the pool serialises the writers anyway, and a subprocess per asset cost
-seconds of start-up each.
+seconds of start-up each. Every process that loads these definitions keeps the Dagster instance's
+SQLite files open between operations (``pipelines/instance_sqlite.py``: no checkpoint per event).
 """
 
 import dagster as dg
@@ -13,6 +14,7 @@ from assets.campaign import rollouts, scheduled_batch, task_stats, variance_pred
 from assets.catalog import catalog_checks, environment_catalog
 from assets.graph import cross_env_edges, graph_checks, task_embeddings, within_env_edges
 from assets.training import training_step
+from pipelines import instance_sqlite
 from pipelines.campaign_sensor import campaign_sensor
 from pipelines.jobs import build_graph, ingest_rollouts, plan_step, refresh_catalog, train_step
 from pipelines.mlflow_resource import MLflowResource
@@ -20,6 +22,8 @@ from pipelines.resources import PathsResource, WarehouseResource
 from pipelines.schedules import template_schedules
 from pipelines.sensors import landing_sensor
 from pipelines.start_campaign import start_campaign
+
+instance_sqlite.install()
 
 defs = dg.Definitions(
     assets=[

@@ -22,7 +22,7 @@ from envsched_core import TaskCatalog
 from envsched_core.dynamic_sampling import scheduler_refill, uses_dynamic_sampling
 from envsched_core.schedulers import scheduler_spec
 from pipelines import scheduler_cache
-from pipelines.campaign import CampaignConfig, dump_state, restore_scheduler
+from pipelines.campaign import CampaignConfig, dump_state
 from training.engines.base import RolloutEngine
 from warehouse.store import Warehouse
 
@@ -41,7 +41,7 @@ def roll_out_and_train(
     if not uses_dynamic_sampling(scheduler_spec(config.scheduler).cls):
         rows, metrics = engine.run_step(batch, step)
         return batch, rows, metrics
-    scheduler, _ = restore_scheduler(store, config, step, "selected")
+    scheduler, _ = scheduler_cache.restore(store, config, step, "selected")
     next_round = scheduler_refill(scheduler, step)
     rounds: list[pd.DataFrame] = []
 
@@ -54,6 +54,7 @@ def roll_out_and_train(
     rows, metrics = engine.run_step(batch, step, refill=refill)
     with writing():  # the training step holds the warehouse pool only for its writes
         store.save_refill(config.campaign_id, step, rounds, dump_state(scheduler))
+        scheduler_cache.keep(store, config, scheduler, step, "refilled")
     metrics["rollout/refill_rounds"] = float(len(rounds))
     return pd.concat([batch, *rounds], ignore_index=True), rows, metrics
 
