@@ -1,9 +1,11 @@
 """What keeps a step cheap at scale: the per-process scheduler cache, exact resume from typed-array
 state, incremental task_stats, and build_graph keeping graphs whose inputs did not change."""
 
+import dagster as dg
 import numpy as np
 import pandas as pd
 
+from envsched_core.embedding import resolve_backend
 from pipelines import scheduler_cache
 from pipelines.campaign import CampaignConfig, dump_state, restore_scheduler
 from pipelines.driver import _execute, run_campaign
@@ -100,3 +102,20 @@ def test_campaign_cross_edges_written_as_changes_equal_the_schedulers_edges(driv
     )
     assert len(expected) > 0
     pd.testing.assert_frame_equal(stored, expected, check_dtype=False)
+
+
+def test_task_embeddings_reembeds_only_missing_rows_and_names_the_backend_that_ran(driver):
+    store = driver.store
+    gone = store.query("SELECT task_id, embedding FROM task_embeddings ORDER BY task_id LIMIT 5")
+    with store.transaction() as conn:
+        conn.execute(
+            "DELETE FROM task_embeddings WHERE task_id IN (SELECT unnest(?))", [gone.task_id.tolist()]
+        )
+    _execute(driver, "build_graph")
+    event = driver.instance.get_latest_materialization_event(dg.AssetKey("task_embeddings"))
+    metadata = {k: v.value for k, v in event.asset_materialization.metadata.items()}
+    assert metadata["embedded"] == 5 and metadata["cpu_seconds"] > 0
+    assert metadata["backend"].startswith(resolve_backend("auto", "auto")[0])  # e.g. "openvino (bf16)"
+    again = store.query("SELECT task_id, embedding FROM task_embeddings ORDER BY task_id LIMIT 5")
+    cosine = np.sum(np.stack(again.embedding) * np.stack(gone.embedding), axis=1)
+    assert again.task_id.tolist() == gone.task_id.tolist() and cosine.min() >= 0.999
