@@ -56,14 +56,31 @@ def _pool_selection(config: CampaignConfig) -> str:
     )
 
 
+def _memoised(store: Warehouse, key: tuple, compute):
+    """``compute()``, once per warehouse session (an asset's or a sensor tick's): each is a scan of the
+    pool or the graph, tens of milliseconds at 10^5 tasks, asked for several times per asset."""
+    memo = store.session_memo()
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
 def pool_fingerprint(store: Warehouse, config: CampaignConfig) -> str:
-    count, total = store.query(_POOL_SQL, [config.sources, config.splits, config.splits]).iloc[0]
-    return f"{count}:{total}"
+    def compute() -> str:
+        count, total = store.query(_POOL_SQL, [config.sources, config.splits, config.splits]).iloc[0]
+        return f"{count}:{total}"
+
+    return _memoised(store, ("pool", _pool_selection(config)), compute)
 
 
 def graph_version(store: Warehouse) -> str:
-    within, cross = store.query(_GRAPH_SQL).iloc[0]
-    return f"{within}|{cross}"
+    def compute() -> str:
+        within, cross = store.query(_GRAPH_SQL).iloc[0]
+        return f"{within}|{cross}"
+
+    return _memoised(store, ("graph",), compute)
 
 
 def _pool(store: Warehouse, config: CampaignConfig) -> tuple[pd.DataFrame, TaskCatalog | None]:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ class _Session:
     read_only: bool
     depth: int = 1
     in_transaction: bool = False
+    memo: dict = field(default_factory=dict)
 
 
 _sessions: dict[str, _Session] = {}
@@ -107,6 +108,18 @@ class Warehouse:
 
     def _session(self) -> _Session | None:
         return _sessions.get(str(self.path.resolve()))
+
+    def session_memo(self) -> dict | None:
+        """A dict for values derived from the catalogue and the global graph (tasks, task_embeddings,
+        edges_within, global edges_cross) while this thread's session holds the file: no other process
+        can write it meanwhile, and this process's writers of those tables empty it. None outside one."""
+        session = self._session()
+        return session.memo if session is not None and session.thread == threading.get_ident() else None
+
+    def _catalog_or_graph_changes(self) -> None:
+        session = self._session()
+        if session is not None:
+            session.memo.clear()
 
     @contextmanager
     def session(self, read_only: bool = False) -> Iterator[Warehouse]:
@@ -263,6 +276,7 @@ class Warehouse:
         identical ones untouched; rows of this source that are no longer delivered are marked
         inactive (rollouts may still reference them). A failure rolls everything back.
         """
+        self._catalog_or_graph_changes()
         with self.transaction() as conn:
             return {
                 "environments": _upsert_by_hash(conn, "environments", ["env_id"], source, environments),
@@ -280,6 +294,7 @@ class Warehouse:
 
     def upsert_embeddings(self, rows: pd.DataFrame) -> int:
         """rows: task_id, model_name, dim, text_hash, embedding (list of floats)."""
+        self._catalog_or_graph_changes()
         rows = rows.assign(computed_at=_now())
         with self.transaction() as conn:
             updates = ", ".join(f"{c} = excluded.{c}" for c in rows.columns if c != "task_id")
@@ -301,6 +316,7 @@ class Warehouse:
         self, table: str, edges: pd.DataFrame, graph_version: str, campaign_id: str | None = None
     ) -> int:
         """Swap one graph (all within edges, or one campaign's cross edges) for a new version."""
+        self._catalog_or_graph_changes()
         if table not in ("edges_within", "edges_cross"):
             raise ValueError(f"not an edge table: {table}")
         rows = edges[["src", "dst", "similarity"]].assign(graph_version=graph_version)

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import threading
 
+import pandas as pd
 import pytest
 
 from warehouse.store import Warehouse
@@ -75,3 +76,22 @@ def test_session_holds_the_file_lock_only_for_the_block(tmp_path):
     with store.session():
         assert subprocess.run(probe, capture_output=True).returncode != 0  # another process: locked out
     assert subprocess.run(probe, capture_output=True).returncode == 0
+
+
+def test_session_memo_lives_for_the_session_and_a_catalogue_write_empties_it(tmp_path):
+    store = _store(tmp_path)
+    assert store.session_memo() is None  # no session: nothing may be remembered
+    with store.session():
+        store.session_memo()["pool"] = "fingerprint"
+        assert store.session_memo() == {"pool": "fingerprint"}
+        embedding = {
+            "task_id": "t1",
+            "model_name": "m",
+            "dim": 2,
+            "text_hash": "h",
+            "embedding": [[0.1, 0.2]],
+        }
+        store.upsert_embeddings(pd.DataFrame(embedding))
+        assert store.session_memo() == {}
+    with store.session():
+        assert store.session_memo() == {}  # a new session starts empty
