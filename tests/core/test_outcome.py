@@ -235,3 +235,13 @@ def test_state_saved_before_a_config_field_existed_loads_at_its_default(catalog)
     EnvSched(catalog, cfg, seed=0).load_state_dict(state)
     with pytest.raises(ValueError, match="horizon_discount"):
         EnvSched(catalog, SchedulerConfig(batch_size=6, horizon_discount=0.5), seed=0).load_state_dict(state)
+
+
+def test_outcome_dispersion_prior_yields_to_a_few_graded_groups(catalog):
+    cfg = SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0)
+    m = model(catalog, cfg)
+    rng = np.random.default_rng(1)
+    graded = rng.binomial(4, 0.5, size=(6, 8)) / 4  # env 1, one step: 6 groups of 4 partial checks
+    m.update(np.arange(6, 12), 1, graded.mean(axis=1), graded.var(axis=1), np.full(6, 8.0))
+    # the prior is dispersion_prior_groups (4) groups' worth, so 6 groups already outweigh it
+    assert m.dispersion()[1] < 0.6
