@@ -12,10 +12,13 @@ observed group variance; this one models the outcome that causes the variance, w
   interaction reaches every task that shares them, seen or not.
 * b_i, the task's own residual: a Gaussian posterior N(m_i, 1/P_i) over how much easier or harder
   the task is than f predicts, updated by a Laplace (Newton) step on each visit's binomial
-  likelihood, its precision forgotten at residual_decay per step of age (the policy moves). With
-  adapt_residual_prior the prior sd tau of the residuals is re-estimated by an EM step after each
-  update (empirical Bayes), so a world whose tasks differ a lot from their features trusts each
-  task's own history more.
+  likelihood, its precision forgotten at residual_decay per step of age (the policy moves).
+* Empirical Bayes (fit_residual_prior, default): after each update the propagation weights a_W, a_X and
+  the residuals' prior sd tau maximise the marginal likelihood of every recorded first visit's outcome
+  under the prediction made before it, int Binomial(k; G, sigmoid(f + b)) N(b; b0, 1/Q0) db (16-point
+  Gauss-Hermite). A world whose tasks share little with their neighbours learns small a_* and a wide
+  tau, so one all-pass group already says "all-pass"; one with shared structure learns the opposite.
+  (adapt_residual_prior, the older EM step for tau alone, runs only when this fit is off.)
 * Propagation (the dual-relation graph): an unseen or stale task's residual prior is the
   precision-weighted residual of its neighbours along W and X,
       b0_i = (a_W sum_j w_ij P_j m_j + a_X sum_j x_ij P_j m_j) / (a_W N_W + a_X N_X + P_0),
