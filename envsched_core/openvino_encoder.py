@@ -76,8 +76,9 @@ def openvino_export(onnx_folder: str, onnx_file: str = "onnx/model.onnx") -> Pat
         return target
     scratch = Path(tempfile.mkdtemp(prefix=".openvino-", dir=onnx_folder))
     try:
+        config = _pipeline_config(onnx_folder, onnx_file)  # first: it refuses what the encoder cannot run
         ov.save_model(ov.convert_model(str(Path(onnx_folder) / onnx_file)), str(scratch / "model.xml"), False)
-        (scratch / "encoder.json").write_text(json.dumps(_pipeline_config(onnx_folder, onnx_file)))
+        (scratch / "encoder.json").write_text(json.dumps(config))
         try:
             os.replace(scratch, target)
         except OSError:  # another process renamed its copy first

@@ -85,3 +85,24 @@ def test_embedder_openvino_keeps_input_order_reports_progress_and_repeats_itself
 @needs_openvino
 def test_resolve_backend_auto_picks_openvino_on_a_cpu():
     assert resolve_backend("auto", "cpu") == ("openvino", "cpu")
+
+
+@needs_openvino
+def test_openvino_export_names_an_unsupported_pooling_and_leaves_no_partial_ir(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from envsched_core.embedding import onnx_export, shipped_model_path
+    from envsched_core.openvino_encoder import openvino_export
+
+    folder, file_name = onnx_export(shipped_model_path(), int8=False)
+    copy = tmp_path / "max-pooled"
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("onnx", "openvino"))
+    (copy / "onnx").mkdir()
+    (copy / file_name).symlink_to(Path(folder) / file_name)
+    pooling = copy / "1_Pooling" / "config.json"
+    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "pooling_mode": "max"}))
+    with pytest.raises(ValueError, match="pooling 'max' unsupported"):
+        openvino_export(str(copy), file_name)
+    assert not (copy / "openvino").exists() and not list(copy.glob(".openvino-*"))
