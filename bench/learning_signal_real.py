@@ -147,10 +147,10 @@ PROPERTIES = {
     "mean reward": lambda f: f["mean"],
     "success rate acc": lambda f: f["acc"],
     "binary var + graded var": lambda f: f["binary_var"] + f["graded_var"],
-    "graded var / gold steps": lambda f: f["graded_var"] / f["length"],
-    "binary var / gold steps": lambda f: f["binary_var"] / f["length"],
-    "mixed pass/fail / gold steps": lambda f: (f["binary_var"] > 0) / f["length"],
-    "graded var / sqrt(gold steps)": lambda f: f["graded_var"] / np.sqrt(f["length"]),
+    "graded var / (1 + gold steps)": lambda f: f["graded_var"] / (1 + f["length"]),
+    "binary var / (1 + gold steps)": lambda f: f["binary_var"] / (1 + f["length"]),
+    "mixed pass/fail / (1 + gold steps)": lambda f: (f["binary_var"] > 0) / (1 + f["length"]),
+    "graded var / sqrt(1 + gold steps)": lambda f: f["graded_var"] / np.sqrt(1 + f["length"]),
 }
 
 
@@ -202,7 +202,7 @@ def main() -> None:
             )
         both = pd.concat(frames)
         mixed = both[both["binary_var"] > 0]
-        by_length = mixed.groupby(pd.cut(mixed["length"], [0, 2, 4, 6, 10, 100]), observed=True)
+        by_length = mixed.groupby(pd.cut(mixed["length"], [-1, 2, 4, 6, 10, 100]), observed=True)
         table = by_length.agg(
             groups=("gain_p_all", "size"),
             gain_graded=("gain_graded", "mean"),
