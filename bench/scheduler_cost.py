@@ -8,8 +8,10 @@ Each size runs in a fresh subprocess so peak RSS (`resource.getrusage`) belongs 
 predict / select peaks are the Python-heap peaks seen by `tracemalloc` (numpy reports its buffers).
 `select` is timed after one observed step, so the predictor has evidence to propagate; its time
 includes the prediction it needs; `observe` (one step of B groups, incl. the outcome model's global refit)
-is timed too. Targets: select + predict for B = 256 over 1M tasks <= 0.6 s once the graph is built
-(issue 10); graph build for 100k tasks < 2 min (issue 3).
+is timed too, at step 1 (the first re-rank with reward profiles re-ranks every task) and at step 2 (only
+the changed rows), without tracemalloc (it made observe 10-20x slower). Targets: select + predict for
+B = 256 over 1M tasks <= 0.6 s once the graph is built (issue 10); graph build for 100k tasks < 2 min
+(issue 3).
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ import pandas as pd
 
 def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+def timed(fn) -> float:
+    """Seconds fn() took, untraced: tracemalloc makes allocation-heavy code several times slower."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def timed_peak(fn):
@@ -61,9 +70,11 @@ def measure(n_tasks: int, batch_size: int) -> dict:
     t_graph = time.perf_counter() - t0
     rss_graph = rss_mib()
     batch = sched.select(1)
-    _, t_observe, _ = timed_peak(lambda: sched.observe(sim.rollout(batch, 1)))  # incl. the global refit
+    t_observe = timed(lambda: sched.observe(sim.rollout(batch, 1)))  # incl. the global refit
     batch, t_select, m_select = timed_peak(lambda: sched.select(2))
     _, t_predict, m_predict = timed_peak(lambda: sched.predict(2))
+    rollouts = sim.rollout(batch, 2)
+    t_observe_2 = timed(lambda: sched.observe(rollouts))  # a later step: cross edges re-ranked where changed
     return {
         "tasks": len(catalog),
         "B": batch_size,
@@ -78,6 +89,7 @@ def measure(n_tasks: int, batch_size: int) -> dict:
         "predict peak MiB": m_predict,
         "select+predict s": t_select + t_predict,
         "observe s": t_observe,
+        "observe step 2 s": t_observe_2,
     }
 
 

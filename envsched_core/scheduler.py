@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from .catalog import TaskCatalog
 from .config import SchedulerConfig
@@ -35,6 +36,7 @@ from .graph import (
     edges_to_frame,
     propagation_matrix,
     rank_cross_edges,
+    rows_to_rerank,
     signature_patterns,
     similarity_matrix,
     within_edge_arrays,
@@ -133,16 +135,29 @@ class EnvSched:
         self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
         self.current_step = 0
         self.last_refresh_step = -1
+        self._W_cross = None
+        self._cross_signature: np.ndarray | None = None  # what the current X was ranked under
         self._refresh_cross()
         self._cache: tuple | None = None  # (step, v_hat, evidence) of the last prediction
 
     # --- prediction -------------------------------------------------------------------------------
     def _refresh_cross(self) -> None:
-        """Re-rank the cross candidates under the current reward profiles ("rebuilt at refresh")."""
+        """Re-rank the cross candidates under the current reward profiles ("rebuilt at refresh").
+
+        Only the sources whose signature, or a candidate's, changed since the last re-rank are re-ranked; their
+        rows come out as a full re-rank gives them, so a refresh costs O(N) vector work on the signature plus
+        O(changed rows * candidates) instead of O(N * candidates * signature size)."""
         if not self.cfg.use_cross_edges:
             return
         signature = cross_signature(self.catalog, self.cfg, self.stats)
-        self._set_cross(rank_cross_edges(self.cross_candidates, signature, self.cfg.k_cross))
+        previous = self._cross_signature
+        if (
+            previous is None
+            or previous.shape != signature.shape
+            or not self._splice_cross(previous, signature)
+        ):
+            self._set_cross(rank_cross_edges(self.cross_candidates, signature, self.cfg.k_cross))
+        self._cross_signature = signature
         self.last_refresh_step = self.current_step
 
     def _set_cross(self, edges: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
@@ -151,6 +166,32 @@ class EnvSched:
         self.predictor.set_cross(W_cross)
         if self.outcome is not None:
             self.outcome.set_cross(W_cross)
+        self._W_cross = W_cross
+        self._cross_signature = None  # the signature these edges were ranked under, once known
+
+    def _splice_cross(self, previous: np.ndarray, signature: np.ndarray) -> bool:
+        """Re-rank only the rows the signature change can affect and write them into the edge arrays and W_cross
+        (each source keeps its edge count, so its slots are fixed). False when the layout does not allow it."""
+        rows = rows_to_rerank(self.cross_candidates, previous, signature)
+        if len(rows) == 0:
+            return True
+        n_tasks, (src, dst, sim), W = len(self.catalog), self.cross_edges, self._W_cross
+        new_src, new_dst, new_sim = rank_cross_edges(self.cross_candidates, signature, self.cfg.k_cross, rows)
+        part = propagation_matrix(new_src, new_dst, new_sim, n_tasks, self.cfg.temperature)
+        start, count = W.indptr[rows], np.diff(W.indptr)[rows]
+        if len(src) != W.nnz or not np.array_equal(np.diff(part.indptr)[rows], count):
+            return False  # duplicate pairs or a changed edge count per source: rebuild
+        offset = np.repeat(np.cumsum(count) - count, count)
+        slots = np.repeat(start, count) + np.arange(len(new_src)) - offset  # rows' positions in both layouts
+        dst, sim, indices, data = dst.copy(), sim.copy(), W.indices.copy(), W.data.copy()
+        dst[slots], sim[slots] = new_dst, new_sim  # edges are sorted by source, W by (source, column)
+        indices[slots], data[slots] = part.indices, part.data
+        W_cross = sp.csr_matrix((data, indices, W.indptr), shape=W.shape)
+        self.cross_edges, self._W_cross = (src, dst, sim), W_cross
+        self.predictor.set_cross(W_cross)
+        if self.outcome is not None:
+            self.outcome.set_cross(W_cross)
+        return True
 
     def _predicted(self, step: int) -> Predicted:
         """What selection needs at ``step``, cached until the next observe."""

@@ -8,6 +8,7 @@ from .cross import (
     cross_edge_arrays,
     cross_signature,
     rank_cross_edges,
+    rows_to_rerank,
 )
 from .patterns import signature_patterns
 from .relation import edge_changes, edges_from_frame, edges_to_frame, propagation_matrix, top_k_per_source
@@ -26,6 +27,7 @@ __all__ = [
     "edges_to_frame",
     "propagation_matrix",
     "rank_cross_edges",
+    "rows_to_rerank",
     "signature_patterns",
     "similarity_matrix",
     "top_k_per_source",

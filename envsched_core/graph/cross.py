@@ -119,27 +119,40 @@ def candidate_matrix(src: np.ndarray, dst: np.ndarray, n_tasks: int) -> np.ndarr
     return matrix
 
 
-def rank_cross_edges(candidates: np.ndarray, signature: np.ndarray, k: int):
+def rank_cross_edges(candidates: np.ndarray, signature: np.ndarray, k: int, rows: np.ndarray | None = None):
     """Keep each task's k candidates (rows of an (N, C) -1-padded matrix) of highest signature cosine.
 
+    ``rows``: re-rank only these sources (ascending); each row's result is the one a full re-rank gives.
     Returns (src, dst, similarity) sorted by source.
     """
+    sources = np.arange(len(candidates)) if rows is None else np.asarray(rows, dtype=np.int64)
     srcs, dsts, sims = [], [], []
-    for lo in range(0, len(candidates), EXACT_BLOCK * 16):
-        cand = candidates[lo : lo + EXACT_BLOCK * 16]
-        rows = np.arange(lo, lo + len(cand))
-        s = np.einsum("rcd,rd->rc", signature[np.maximum(cand, 0)], signature[rows])  # (rows, C) cosines
+    for lo in range(0, len(sources), EXACT_BLOCK * 16):
+        block = sources[lo : lo + EXACT_BLOCK * 16]
+        cand = candidates[block]
+        s = np.einsum("rcd,rd->rc", signature[np.maximum(cand, 0)], signature[block])  # (rows, C) cosines
         s[cand < 0] = -np.inf
         if cand.shape[1] > k:
             top = np.argpartition(-s, k - 1, axis=1)[:, :k]
             cand, s = np.take_along_axis(cand, top, axis=1), np.take_along_axis(s, top, axis=1)
         ok = cand >= 0
-        srcs.append(np.repeat(rows, cand.shape[1])[ok.ravel()])
+        srcs.append(np.repeat(block, cand.shape[1])[ok.ravel()])
         dsts.append(cand[ok])
         sims.append(s[ok])
     if not srcs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
     return np.concatenate(srcs), np.concatenate(dsts), np.concatenate(sims).astype(np.float32)
+
+
+def rows_to_rerank(candidates: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Sources whose re-rank can differ between signatures ``old`` and ``new`` (same shape): those whose own
+    signature row changed, and those with a changed candidate. Ascending row indices."""
+    changed = np.zeros(len(new) + 1, dtype=bool)  # the last slot stands for the -1 padding
+    changed[:-1] = np.any(old != new, axis=1)
+    if not changed.any():
+        return np.zeros(0, np.int64)
+    hit = changed[:-1] | changed[candidates].any(axis=1)  # -1 indexes the padding slot
+    return np.flatnonzero(hit)
 
 
 def cross_edge_arrays(

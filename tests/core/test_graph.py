@@ -3,7 +3,16 @@ import pytest
 from task_frames import make_tasks
 
 from envsched_core import SchedulerConfig, TaskCatalog, build_cross_edges, build_within_edges
-from envsched_core.graph import build_cross_candidates, propagation_matrix, top_k_per_source
+from envsched_core.graph import (
+    build_cross_candidates,
+    candidate_matrix,
+    cross_candidates,
+    cross_signature,
+    propagation_matrix,
+    rank_cross_edges,
+    rows_to_rerank,
+    top_k_per_source,
+)
 
 
 def test_within_edges_stay_inside_environment_with_k_per_task():
@@ -94,3 +103,25 @@ def test_edge_changes_finds_new_changed_and_gone_pairs():
     changed, gone_src, gone_dst = edge_changes(old, new, n_tasks=3)
     assert changed.tolist() == [1, 2]  # (1, 2) re-weighted, (2, 0) new; (0, 1) unchanged
     assert list(zip(gone_src.tolist(), gone_dst.tolist(), strict=True)) == [(0, 2)]
+
+
+def test_rows_to_rerank_are_changed_rows_and_sources_with_a_changed_candidate():
+    candidates = np.array([[1, 2], [0, -1], [3, -1], [0, 1]])
+    old = np.eye(4, dtype=np.float32)
+    new = old.copy()
+    assert len(rows_to_rerank(candidates, old, new)) == 0  # nothing changed: nothing to re-rank
+    new[2, 0] = 0.5  # task 2's signature moves: itself and task 0 (its candidate list has 2)
+    assert list(rows_to_rerank(candidates, old, new)) == [0, 2]
+
+
+def test_rank_cross_edges_of_some_rows_equal_those_rows_of_a_full_rank():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=5, per_env=8))
+    cfg = SchedulerConfig(k_cross=3)
+    signature = cross_signature(catalog, cfg)
+    candidates = candidate_matrix(*cross_candidates(catalog, cfg, signature), len(catalog))
+    full = rank_cross_edges(candidates, signature, 3)
+    rows = np.array([1, 7, 30])
+    part = rank_cross_edges(candidates, signature, 3, rows)
+    keep = np.isin(full[0], rows)
+    for whole, some in zip(full, part, strict=True):
+        np.testing.assert_array_equal(whole[keep], some)

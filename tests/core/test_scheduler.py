@@ -6,6 +6,7 @@ import pytest
 from task_frames import group, make_tasks, rollouts_for
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, build_cross_edges, build_within_edges
+from envsched_core.graph import cross_signature, propagation_matrix, rank_cross_edges, rows_to_rerank
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,28 @@ def test_scheduler_state_dict_round_trip_gives_identical_next_batches(catalog, s
         original.observe(rollouts_for(a, step, success))
         resumed.observe(rollouts_for(b, step, success))
     pd.testing.assert_frame_equal(original.predict(), resumed.predict())
+
+
+def test_scheduler_cross_refresh_of_changed_rows_equals_a_full_re_rank():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=20, per_env=20))
+    success = dict.fromkeys(catalog.task_ids, 0.4)
+    cfg = SchedulerConfig(batch_size=4, k_cross=2)
+    sched = EnvSched(catalog, cfg, seed=0)
+    partial, previous = False, None
+    for step in range(1, 5):
+        sched.observe(rollouts_for(sched.select(step), step, success))
+        signature = cross_signature(catalog, cfg, sched.stats)
+        if previous is not None and previous.shape == signature.shape:  # the steps re-ranked only some rows
+            partial |= 0 < len(rows_to_rerank(sched.cross_candidates, previous, signature)) < len(catalog)
+        previous = signature
+        full = rank_cross_edges(sched.cross_candidates, signature, cfg.k_cross)
+        for spliced, rebuilt in zip(sched.cross_edges, full, strict=True):
+            np.testing.assert_array_equal(spliced, rebuilt)
+        W = propagation_matrix(*full, len(catalog), cfg.temperature)
+        for key in ("indptr", "indices", "data"):  # same layout, so the same sums in every mat-vec
+            np.testing.assert_array_equal(getattr(sched.predictor.W_cross, key), getattr(W, key))
+        assert sched.outcome.W_cross is sched.predictor.W_cross
+    assert partial
 
 
 @pytest.mark.parametrize(
