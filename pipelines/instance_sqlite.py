@@ -11,8 +11,11 @@ So, for the files of the instance (under ``DAGSTER_HOME``), this process keeps o
 open to each recently used file. A per-operation connection closing is then not the last one, so
 nothing is checkpointed or deleted on close; SQLite's automatic checkpoint (every 1000 log pages)
 still runs, and a kept connection checkpoints when it is let go (least recently used beyond
-``KEEP``, or at exit). Durability does not change: synchronous stays as Dagster leaves it, and every
-commit is in the log before it returns, so a killed process loses nothing it committed.
+``KEEP``, or at exit). These files also get ``synchronous=NORMAL``, WAL's documented setting: every
+commit is in the log before it returns, so a killed process loses nothing it committed; only an OS
+crash or power loss can undo Dagster's last few commits (never corrupt a file). That covers Dagster's
+run and event history only, never the warehouse, and the sensors' run keys and the ingest ledger make
+a re-launched run harmless.
 """
 
 from __future__ import annotations
