@@ -58,6 +58,7 @@ _ML_LOG_WEIGHTS = np.log(_ML_WEIGHTS / _ML_WEIGHTS.sum())
 FIRST_VISIT_FIELDS = ("f", "N_W", "S_W", "N_X", "S_X", "mean", "trials")
 PRIOR_FIT_LOG_SD = 1.0  # sd (log scale) of the pull of fitted (a_W, a_X, tau) toward the configured values
 PRIOR_FIT_ITERS = 4  # L-BFGS iterations per step: warm-started, and a step adds only a few first visits
+DENSE_BLOCK = 65_536  # rows per block of f's dense part: a float64 copy of one block, not of all N rows
 PRIOR_FIT_BOUNDS = np.array([(1e-3, 20.0), (1e-3, 20.0), (0.1, 8.0)])  # a_W, a_X, tau (logits)
 
 
@@ -155,12 +156,15 @@ class OutcomeModel:
 
     def _logit(self, rows: np.ndarray | None, w: np.ndarray) -> np.ndarray:
         X = self.features if rows is None else self.features[rows]
-        f = X @ w[: self.n_sparse]
+        f = np.asarray(X @ w[: self.n_sparse], dtype=float)
         if self.cfg.use_global_model:
             sig, emb = self._dense(rows)
             k = self.n_sparse
-            f = f + sig @ w[k : k + self.n_dense[0]] + emb @ w[k + self.n_dense[0] :]
-        return np.asarray(f, dtype=float)
+            w_sig, w_emb = w[k : k + self.n_dense[0]], w[k + self.n_dense[0] :]
+            for lo in range(0, len(f), DENSE_BLOCK):  # float32 @ float64 copies its operand as float64
+                block = slice(lo, lo + DENSE_BLOCK)
+                f[block] = f[block] + sig[block] @ w_sig + emb[block] @ w_emb
+        return f
 
     def _fit_global(self, step: int) -> None:
         """Ridge logistic regression of the buffered groups' mean rewards on x_i, offset by b_i."""

@@ -442,5 +442,9 @@ class EnvSched:
         self.current_step = int(state["current_step"])
         if self.cfg.use_cross_edges:
             self._set_cross(tuple(np.array(a, copy=True) for a in state["cross_edges"]))
+            if (
+                self.cfg.cross_refresh_every == 1
+            ):  # every observe ends in a refresh: X is ranked under these stats
+                self._cross_signature = cross_signature(self.catalog, self.cfg, self.stats)
         self.last_refresh_step = int(state["last_refresh_step"])
         self._cache = None

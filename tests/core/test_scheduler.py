@@ -98,7 +98,10 @@ def test_scheduler_cross_refresh_of_changed_rows_equals_a_full_re_rank():
     cfg = SchedulerConfig(batch_size=4, k_cross=2)
     sched = EnvSched(catalog, cfg, seed=0)
     partial, previous = False, None
-    for step in range(1, 5):
+    for step in range(1, 6):
+        if step == 4:  # a resumed scheduler re-ranks only changed rows too
+            state, sched = sched.state_dict(), EnvSched(catalog, cfg, seed=1)
+            sched.load_state_dict(state)
         sched.observe(rollouts_for(sched.select(step), step, success))
         signature = cross_signature(catalog, cfg, sched.stats)
         if previous is not None and previous.shape == signature.shape:  # the steps re-ranked only some rows
