@@ -42,3 +42,21 @@ def driver(tmp_path, monkeypatch, prepared_warehouse):
     shutil.copy(prepared_warehouse, home.warehouse)
     with dg.instance_for_test() as instance:
         yield DriverContext(defs=defs, instance=instance, store=Warehouse(home.warehouse))
+
+
+CAMPAIGN_TABLE_QUERIES = (
+    "SELECT step, task_id, role FROM batches WHERE campaign_id = ? ORDER BY step, position",
+    "SELECT step, task_id, rollout_idx, reward FROM rollouts WHERE campaign_id = ? ORDER BY ALL",
+    "SELECT step, task_id, predicted_variance FROM predictions WHERE campaign_id = ? ORDER BY ALL",
+)
+
+
+@pytest.fixture
+def campaign_tables():
+    """What a campaign must reproduce exactly after a kill or a re-delivery: its batches, rollouts and
+    predictions, as `campaign_tables(store, campaign_id)`."""
+
+    def tables(store: Warehouse, campaign_id: str):
+        return [store.query(sql, [campaign_id]).reset_index(drop=True) for sql in CAMPAIGN_TABLE_QUERIES]
+
+    return tables

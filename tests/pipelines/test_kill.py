@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import pandas as pd
 import pytest
 
 from pipelines.paths import Paths
@@ -41,20 +40,9 @@ def _cli(home: Paths, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def _tables(store: Warehouse, campaign_id: str) -> list[pd.DataFrame]:
-    return [
-        store.query(sql, [campaign_id]).reset_index(drop=True)
-        for sql in (
-            "SELECT step, task_id, role FROM batches WHERE campaign_id = ? ORDER BY step, position",
-            "SELECT step, task_id, rollout_idx, reward FROM rollouts WHERE campaign_id = ? ORDER BY ALL",
-            "SELECT step, task_id, predicted_variance FROM predictions WHERE campaign_id = ? ORDER BY ALL",
-        )
-    ]
-
-
 @pytest.mark.slow
 def test_campaign_killed_inside_pooled_step_resumes_within_bound_with_identical_tables(
-    tmp_path, prepared_warehouse
+    tmp_path, prepared_warehouse, campaign_tables
 ):
     home = Paths(tmp_path / "home").ensure()  # dagster.yaml: pool `warehouse`, limit 1
     shutil.copy(prepared_warehouse, home.warehouse)
@@ -89,6 +77,6 @@ def test_campaign_killed_inside_pooled_step_resumes_within_bound_with_identical_
     assert instance.get_run_by_id(victim.run_id).status == dg.DagsterRunStatus.FAILURE
     assert _cli(home, *ARGS, "--campaign-id", "reference").returncode == 0
     store = Warehouse(home.warehouse)
-    for got, want in zip(_tables(store, "killed"), _tables(store, "reference"), strict=True):
+    for got, want in zip(campaign_tables(store, "killed"), campaign_tables(store, "reference"), strict=True):
         assert len(got) and got.equals(want)
     assert store.campaign("killed")["status"] == "completed"

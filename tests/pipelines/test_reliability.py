@@ -5,7 +5,6 @@ import json
 import os
 
 import dagster as dg
-import pandas as pd
 import pytest
 
 import warehouse.landing as landing_module
@@ -29,17 +28,6 @@ def _start(driver, config: CampaignConfig) -> None:
     driver.store.set_campaign_status(config.campaign_id, "running")
     _execute(driver, "plan_step", config.campaign_id)
     _execute(driver, "train_step", config.campaign_id)
-
-
-def _tables(store: Warehouse, campaign_id: str) -> list[pd.DataFrame]:
-    return [
-        store.query(sql, [campaign_id]).reset_index(drop=True)
-        for sql in (
-            "SELECT step, task_id, role FROM batches WHERE campaign_id = ? ORDER BY step, position",
-            "SELECT step, task_id, rollout_idx, reward FROM rollouts WHERE campaign_id = ? ORDER BY ALL",
-            "SELECT step, task_id, predicted_variance FROM predictions WHERE campaign_id = ? ORDER BY ALL",
-        )
-    ]
 
 
 def _sensor(driver, cursor=None):
@@ -90,12 +78,14 @@ def test_sensor_skips_odd_entries_reports_once_and_rehashes_nothing_loaded(drive
     assert _sensor(driver, second.cursor).run_requests == [] and len(hashed) == 1
 
 
-def test_campaign_late_conflicting_redelivery_keeps_history_and_completes_identically(driver):
+def test_campaign_late_conflicting_redelivery_keeps_history_and_completes_identically(
+    driver, campaign_tables
+):
     config = _config("late", steps=2)
     _start(driver, config)
     assert ingest_pending(driver, None, "late")[0] == 1  # step 1 loaded and observed, step 2 scheduled
     _execute(driver, "train_step", "late")  # step 2 trained on its batch
-    before = _tables(driver.store, "late")
+    before = campaign_tables(driver.store, "late")
     landing = step_path(Paths.from_env().landing, "late", 1)
     # The late, different version of step 1 arrives at the same path after step 2 was trained.
     rows = driver.store.rollouts("late", 1).drop(columns=["source_file"])
@@ -107,12 +97,14 @@ def test_campaign_late_conflicting_redelivery_keeps_history_and_completes_identi
     assert not landing.exists() and driver.store.campaign("late")["status"] == "completed"
     reason = driver.store.scalar("SELECT reason FROM ingested_files WHERE status = 'quarantined'")
     assert "conflicting re-delivery of step 1" in reason
-    after = _tables(driver.store, "late")
+    after = campaign_tables(driver.store, "late")
     assert after[0].equals(before[0])  # no batch re-selected
     assert after[1][after[1].step == 1].reset_index(drop=True).equals(before[1])  # step 1 untouched
     run_campaign(config, driver)
     run_campaign(_config("late-ref", steps=2), driver)
-    for got, want in zip(_tables(driver.store, "late"), _tables(driver.store, "late-ref"), strict=True):
+    for got, want in zip(
+        campaign_tables(driver.store, "late"), campaign_tables(driver.store, "late-ref"), strict=True
+    ):
         assert len(got) and got.equals(want)
 
 
