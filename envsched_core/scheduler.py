@@ -160,9 +160,11 @@ class EnvSched:
         self._cross_signature = signature
         self.last_refresh_step = self.current_step
 
-    def _set_cross(self, edges: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    def _set_cross(self, edges: tuple[np.ndarray, np.ndarray, np.ndarray], W_cross=None) -> None:
+        """Use these cross edges; ``W_cross``: their propagation matrix when the caller has it already."""
         self.cross_edges = edges
-        W_cross = propagation_matrix(*edges, len(self.catalog), self.cfg.temperature)
+        if W_cross is None:
+            W_cross = propagation_matrix(*edges, len(self.catalog), self.cfg.temperature)
         self.predictor.set_cross(W_cross)
         if self.outcome is not None:
             self.outcome.set_cross(W_cross)
@@ -186,11 +188,7 @@ class EnvSched:
         dst, sim, indices, data = dst.copy(), sim.copy(), W.indices.copy(), W.data.copy()
         dst[slots], sim[slots] = new_dst, new_sim  # edges are sorted by source, W by (source, column)
         indices[slots], data[slots] = part.indices, part.data
-        W_cross = sp.csr_matrix((data, indices, W.indptr), shape=W.shape)
-        self.cross_edges, self._W_cross = (src, dst, sim), W_cross
-        self.predictor.set_cross(W_cross)
-        if self.outcome is not None:
-            self.outcome.set_cross(W_cross)
+        self._set_cross((src, dst, sim), sp.csr_matrix((data, indices, W.indptr), shape=W.shape))
         return True
 
     def _predicted(self, step: int) -> Predicted:
@@ -442,9 +440,8 @@ class EnvSched:
         self.current_step = int(state["current_step"])
         if self.cfg.use_cross_edges:
             self._set_cross(tuple(np.array(a, copy=True) for a in state["cross_edges"]))
-            if (
-                self.cfg.cross_refresh_every == 1
-            ):  # every observe ends in a refresh: X is ranked under these stats
+            # With a refresh at the end of every observe, the saved X was ranked under the saved stats.
+            if self.cfg.cross_refresh_every == 1:
                 self._cross_signature = cross_signature(self.catalog, self.cfg, self.stats)
         self.last_refresh_step = int(state["last_refresh_step"])
         self._cache = None
