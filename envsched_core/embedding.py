@@ -28,6 +28,7 @@ progress; chunks run in this process, in a local process pool (``workers``) or a
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import os
 import shutil
@@ -56,13 +57,21 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("ENVSCHED_MODEL_CACHE") or Path.home() / ".cache" / "envsched" / "models")
 
 
-def onnx_available() -> bool:
+def _importable(*modules: str) -> bool:
     try:
-        import onnxruntime  # noqa: F401
-        import optimum.onnxruntime  # noqa: F401
+        for module in modules:
+            importlib.import_module(module)
     except ImportError:
         return False
     return True
+
+
+def onnx_available() -> bool:
+    return _importable("onnxruntime", "optimum.onnxruntime")
+
+
+def openvino_available() -> bool:
+    return _importable("openvino")
 
 
 def _offline() -> None:
@@ -179,8 +188,6 @@ def resolve_backend(backend: str, device: str) -> tuple[str, str | None]:
         if gpu:
             backend = "torch"
         elif onnx_available():
-            from envsched_core.openvino_encoder import openvino_available
-
             backend = "openvino" if openvino_available() else "onnx"
         else:
             backend = "torch"

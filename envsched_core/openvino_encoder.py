@@ -30,14 +30,6 @@ IR_FOLDER = "openvino"
 POOLING_MODES = ("mean", "cls")
 
 
-def openvino_available() -> bool:
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def cpu_cores() -> int:
     """Cores this process may run on (the affinity mask, which containers and `taskset` narrow)."""
     try:

@@ -3,8 +3,12 @@
 import numpy as np
 import pytest
 
-from envsched_core.embedding import SentenceTransformerEmbedder, onnx_available, resolve_backend
-from envsched_core.openvino_encoder import openvino_available
+from envsched_core.embedding import (
+    SentenceTransformerEmbedder,
+    onnx_available,
+    openvino_available,
+    resolve_backend,
+)
 
 needs_onnx = pytest.mark.skipif(not onnx_available(), reason="onnxruntime / optimum not installed")
 needs_openvino = pytest.mark.skipif(
