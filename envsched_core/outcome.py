@@ -105,6 +105,7 @@ class Prediction:
     b_W: np.ndarray  # within-propagated residual (NaN without evidence)
     b_X: np.ndarray  # cross-propagated residual
     f: np.ndarray  # global-model logit
+    frontier: np.ndarray  # E[p (1 - p)] under the posterior (d E[reward] / dz), no dispersion
 
 
 class OutcomeModel:
@@ -117,6 +118,11 @@ class OutcomeModel:
         n = len(catalog)
         self.features = task_features(catalog)  # (N, F) sparse part of x_i
         self.n_sparse = self.features.shape[1]
+        n_tools = len(catalog.tool_names)
+        shared = np.r_[
+            np.arange(1, 1 + catalog.n_envs), np.arange(1 + catalog.n_envs + n_tools, self.n_sparse)
+        ]
+        self._shared_features = self.features[:, shared].tocsr()  # environment and tool base names
         dense = (catalog.signature.shape[1], catalog.embeddings.shape[1]) if cfg.use_global_model else (0, 0)
         self.n_dense = dense
         self.w = np.zeros(self.n_sparse + sum(dense))  # global weights, intercept first
@@ -260,13 +266,22 @@ class OutcomeModel:
         sd = Q**-0.5
         c = self.dispersion()[self.catalog.env] * (g - 1) / g
         p = sigmoid(z[:, None] + sd[:, None] * _GH_NODES[None, :])  # (N, 5)
-        v_hat = c * ((p * (1.0 - p)) @ _GH_WEIGHTS)
+        frontier = (p * (1.0 - p)) @ _GH_WEIGHTS  # E[p (1 - p)]: how fast the expected reward moves with z
+        v_hat = c * frontier
         z_opt = np.sign(z) * np.maximum(np.abs(z) - cfg.optimism * sd, 0.0)
         p_opt = sigmoid(z_opt)
         v_opt = c * p_opt * (1.0 - p_opt)
         ratio = lambda s, n: np.divide(s, n, out=np.full(len(n), np.nan), where=n > 0)  # noqa: E731
         own_sd = np.divide(1.0, np.sqrt(P), out=np.full(len(P), np.inf), where=P > 0)
-        return Prediction(z, sd, v_hat, v_opt, own_sd, ratio(S_W, N_W), ratio(S_X, N_X), f)
+        return Prediction(z, sd, v_hat, v_opt, own_sd, ratio(S_W, N_W), ratio(S_X, N_X), f, frontier)
+
+    def frontier_transfer(self, v: np.ndarray) -> np.ndarray:
+        """T_i = sum over i's shared features (its environment, its tools' base names) of the predicted variance
+        of every catalogue task on that feature, each task weighted by its share of the feature (x_i . X^T v).
+        A group's GRPO push moves every skill the task loads on, and what it gains elsewhere is large where many
+        tasks at the frontier (p (1 - p) large) load on the same skills; a task's own residual does not transfer."""
+        X = self._shared_features
+        return np.asarray(X @ (X.T @ v), dtype=float)
 
     def variance_at(self, z: np.ndarray) -> np.ndarray:
         """Expected group variance at logit z (no posterior spread), per task."""

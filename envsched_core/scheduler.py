@@ -89,6 +89,21 @@ def horizon_discounted(value: np.ndarray, gold_calls: np.ndarray | None, discoun
     return value * (1.0 + gold_calls) ** -discount
 
 
+def transfer_weighted(
+    value: np.ndarray, outcome: OutcomeModel, frontier: np.ndarray, weight: float
+) -> np.ndarray:
+    """value_i * (T_i / mean T)^weight, T = ``OutcomeModel.frontier_transfer`` of the predicted E[p (1 - p)]
+    (``SchedulerConfig.transfer_weight``; identity at 0). A trained group pushes every skill its task loads on
+    by a step proportional to its reward std, and the held-out gain of that push is the sum over those skills
+    of how many tasks at the frontier load on them: a group from a crowded environment and common tools
+    teaches more than an equally mixed one whose structure few other tasks share."""
+    if weight <= 0:
+        return value
+    transfer = outcome.frontier_transfer(frontier)
+    transfer = transfer / max(float(transfer.mean()), 1e-12)
+    return value * np.maximum(transfer, 1e-6) ** weight
+
+
 class EnvSched:
     """The EnvSched scheduler over one task catalogue: graph, statistics, predictor and batch selection."""
 
@@ -202,7 +217,8 @@ class EnvSched:
                 evidence = (out.own_sd < np.inf) | ~np.isnan(out.b_W) | ~np.isnan(out.b_X)
                 evidence |= env_seen[self.catalog.env] > 0
                 confidence = out.sd / self.outcome.tau
-                value = horizon_discounted(out.v_hat, self.catalog.gold_calls, self.cfg.horizon_discount)
+                value = transfer_weighted(out.v_hat, self.outcome, out.frontier, self.cfg.transfer_weight)
+                value = horizon_discounted(value, self.catalog.gold_calls, self.cfg.horizon_discount)
                 predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat)
             else:
                 c = self.predictor.components(self.stats, step)

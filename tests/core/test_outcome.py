@@ -6,6 +6,7 @@ from task_frames import group, make_tasks
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.graph import propagation_matrix
 from envsched_core.outcome import OutcomeModel, sigmoid, task_features
+from envsched_core.scheduler import transfer_weighted
 
 
 def p_mixed(p: float, g: int = 8) -> float:
@@ -210,7 +211,9 @@ def test_horizon_discount_exploits_the_shorter_of_two_equally_mixed_tasks():
     catalog = TaskCatalog.from_frame(frame)
     picks = {}
     for discount in (0.0, 1.0):
-        cfg = SchedulerConfig(batch_size=1, rho=0.0, adaptive_rho=False, horizon_discount=discount)
+        cfg = SchedulerConfig(
+            batch_size=1, rho=0.0, adaptive_rho=False, horizon_discount=discount, transfer_weight=0.0
+        )
         first = []
         for seed in range(4):
             sched = EnvSched(catalog, cfg, seed=seed)
@@ -245,3 +248,29 @@ def test_outcome_dispersion_prior_yields_to_a_few_graded_groups(catalog):
     m.update(np.arange(6, 12), 1, graded.mean(axis=1), graded.var(axis=1), np.full(6, 8.0))
     # the prior is dispersion_prior_groups (4) groups' worth, so 6 groups already outweigh it
     assert m.dispersion()[1] < 0.6
+
+
+def test_frontier_transfer_counts_frontier_tasks_sharing_environment_or_tool_base_name():
+    frame = make_tasks(n_envs=3, per_env=4)
+    frame["tools"] = [["env0.get_order"]] * 4 + [["env1.get_order"]] * 4 + [["env2.send_mail"]] * 4
+    frame["tool_effects"] = [["read"]] * 12
+    catalog = TaskCatalog.from_frame(frame)
+    m = model(catalog, SchedulerConfig())
+    frontier = np.r_[np.full(4, 0.25), np.zeros(8)]  # only environment 0 is at the frontier
+    transfer = m.frontier_transfer(frontier)
+    # env0: its environment and its tool's base name (4 x 0.25 each); env1 shares only get_order; env2 nothing
+    np.testing.assert_allclose(transfer, np.r_[np.full(4, 2.0), np.full(4, 1.0), np.zeros(4)])
+
+
+def test_transfer_weight_ranks_the_task_sharing_more_frontier_above_a_slightly_more_mixed_one():
+    frame = make_tasks(n_envs=3, per_env=4)
+    frame["tools"] = [["env0.get_order"]] * 4 + [["env1.get_order"]] * 4 + [["env2.send_mail"]] * 4
+    frame["tool_effects"] = [["read"]] * 12
+    catalog = TaskCatalog.from_frame(frame)
+    m = model(catalog, SchedulerConfig())
+    frontier = np.r_[np.full(4, 0.25), np.full(4, 0.05), np.full(4, 0.05)]
+    value = np.r_[np.full(4, 0.20), np.full(4, 0.05), np.full(4, 0.22)]  # task 8 alone is a bit more mixed
+    assert np.argmax(transfer_weighted(value, m, frontier, 0.0)) == 8
+    assert np.argmax(transfer_weighted(value, m, frontier, 1.0)) == 0  # env0's crowded frontier wins
+    with pytest.raises(ValueError, match="transfer_weight"):
+        SchedulerConfig(transfer_weight=-0.5)

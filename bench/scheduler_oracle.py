@@ -1,0 +1,168 @@
+"""Headroom of EnvSched's selection: what it reaches when fed a true quantity instead of its prediction.
+
+    PYTHONPATH=. .venv/bin/python bench/scheduler_oracle.py --regimes paper,default,private --world-seeds 0,1,2
+
+Each oracle runs EnvSched's own selection (exploitation + coverage, environment quota, similarity
+penalty, adaptive rho) with its predicted variance replaced by one quantity read from the simulator's
+hidden state at the start of each step (a diagnostic only: nothing here is in envsched_core):
+
+* ``variance``: the true expected group variance, c_e (G - 1)/G p (1 - p);
+* ``std``: the true expected group reward std E[std(r)] (GRPO's push on every loaded skill is
+  lr / B * w_k * std(r), see envsched_core/simulator.py);
+* ``gain``: the true expected first-order held-out gain of training on the task's group,
+  E[std(r_i)] * sum_k w_ik g_k with g_k = sum_h p_h (1 - p_h) w_hk over held-out tasks h and shared
+  skills k (environment, tool types, families); memorisation (theta_task) does not transfer.
+
+Every oracle is fully confident (uncertainty 0, so adaptive rho sits at rho_min) and has evidence on
+every task. E[std(r)] is exact for binary rewards (binomial sum) and estimated for graded ones from a
+fixed bank of simulated groups (common random numbers, so rankings are stable across steps). Rows also
+run real EnvSched (``envsched``) and random for reference; steps are to random's step-T held-out score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from bench.scheduler_suite import fmt, make_world, scheduler_for
+from envsched_core import EnvSched, SchedulerConfig
+from envsched_core.scheduler import Predicted
+from envsched_core.simulator import Simulator, run_campaign, steps_to_target
+from envsched_core.worlds import REGIMES
+
+MODES = ("variance", "std", "gain")
+GRADED_BANK = 256  # simulated groups per p for a graded task's E[std]
+
+
+def binary_expected_std(p: np.ndarray, g: int) -> np.ndarray:
+    """E[std(r)] of G Bernoulli(p) rewards (population std, as the simulator's update uses)."""
+    from scipy.stats import binom
+
+    m = np.arange(g + 1)
+    std = np.sqrt(m / g * (1 - m / g))
+    return binom.pmf(m[None, :], g, p[:, None]) @ std
+
+
+def graded_expected_std(p: np.ndarray, g: int, k: int, rng_seed: int = 7) -> np.ndarray:
+    """E[std(r)] of G rewards Binomial(K, p) / K, from a fixed bank of uniforms (inverse-CDF draws)."""
+    u = np.random.default_rng(rng_seed).random((GRADED_BANK, g, k))
+    passed = (u[None] < p[:, None, None, None]).sum(axis=3) / k  # (N, bank, G)
+    return passed.std(axis=2).mean(axis=1)
+
+
+def true_quantity(sim: Simulator, mode: str) -> np.ndarray:
+    """The oracle's ranking quantity for every training task, catalogue order."""
+    c = sim.config
+    rows = sim._train_rows
+    p = sim._success(rows)
+    if mode == "variance":
+        return sim.expected_variance()
+    graded = sim._graded[rows]
+    std = binary_expected_std(p, c.group_size)
+    if graded.any():
+        std[graded] = graded_expected_std(p[graded], c.group_size, c.graded_checks)
+    if mode == "std":
+        return std
+    # held-out sensitivity per skill: g_k = sum_h p_h (1 - p_h) w_hk, shared skills only
+    h = sim._heldout_rows
+    ph = sim._success(h)
+    g_k = np.bincount(
+        sim._load_idx[h].ravel(),
+        weights=(sim._load_w[h] * (ph * (1 - ph))[:, None]).ravel(),
+        minlength=sim.n_skills,
+    )
+    g_k[sim._off_task :] = 0.0
+    transfer = (sim._load_w[rows] * g_k[sim._load_idx[rows]]).sum(axis=1)
+    return std * transfer
+
+
+class OracleEnvSched(EnvSched):
+    """EnvSched whose prediction is a true quantity read from ``sim`` (diagnostic, bench only)."""
+
+    def __init__(self, *args, sim: Simulator, mode: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sim, self.mode = sim, mode
+
+    def _predicted(self, step: int) -> Predicted:
+        if self._cache is None or self._cache[0] != step:
+            value = true_quantity(self.sim, self.mode)
+            n = self.stats.n_at(step)
+            everything = np.ones(len(value), dtype=bool)
+            predicted = Predicted(value, everything, n, value, np.zeros(len(value)), None)
+            self._cache = (step, predicted, None)
+        return self._cache[1]
+
+
+def run(regime: str, seed: int, names: list[str], horizon: int, target_step: int, overrides: dict) -> dict:
+    world = make_world(REGIMES[regime], seed, quick=True)
+    out, runs = {}, {}
+    for name in names:
+        sim = world.sim.reset(seed)
+        if name in MODES:
+            config = SchedulerConfig(
+                batch_size=world.regime.batch_size, group_size=sim.config.group_size, **overrides
+            )
+            sched = OracleEnvSched(world.catalog, config, seed=seed, sim=sim, mode=name)
+        else:
+            sched = scheduler_for(world, name, seed)
+        runs[name] = run_campaign(sched, sim, horizon)
+    target = float(runs["random"]["heldout"].iloc[target_step - 1])
+    for name, m in runs.items():
+        steps, rollouts = steps_to_target(m, target)
+        out[name] = {
+            "steps": horizon + 1 if np.isnan(steps) else steps,
+            "hit7": m["hit_rate"].iloc[6],
+            "mean_var": m["mean_var"].mean(),
+            "zero_var": m["zero_var_groups"].mean(),
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--regimes", default="paper,default,private")
+    parser.add_argument("--world-seeds", default="0,1,2")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--target-step", type=int, default=60)
+    parser.add_argument("--horizon", type=int, default=None, help="steps run (default: the target step)")
+    parser.add_argument("--with-envsched", action="store_true", help="also run EnvSched as built")
+    parser.add_argument("--set", action="append", default=[], help="SchedulerConfig FIELD=VALUE for oracles")
+    args = parser.parse_args()
+    overrides = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        overrides[key] = type(getattr(SchedulerConfig(), key))(float(value) if "." in value else int(value))
+    names = ["random", *args.modes.split(",")] + (["envsched"] if args.with_envsched else [])
+    horizon = args.horizon or args.target_step
+    seeds = [int(s) for s in args.world_seeds.split(",")]
+    rows = []
+    t0 = time.process_time()
+    for regime in args.regimes.split(","):
+        per_world = [run(regime, s, names, horizon, args.target_step, overrides) for s in seeds]
+        random_steps = np.mean([w["random"]["steps"] for w in per_world])
+        for name in names:
+            steps = [w[name]["steps"] for w in per_world]
+            rows.append(
+                {
+                    "regime": regime,
+                    "selection fed": name,
+                    "steps to target": fmt(steps),
+                    "x random": round(random_steps / np.mean(steps), 2),
+                    "hit@7": round(float(np.nanmean([w[name]["hit7"] for w in per_world])), 2),
+                    "mean var": round(float(np.mean([w[name]["mean_var"] for w in per_world])), 4),
+                    "zero-var groups": round(float(np.mean([w[name]["zero_var"] for w in per_world])), 1),
+                }
+            )
+        print(pd.DataFrame([r for r in rows if r["regime"] == regime]).to_string(index=False), flush=True)
+    print(f"{time.process_time() - t0:.0f} CPU s")
+
+
+if __name__ == "__main__":
+    with threadpool_limits(limits=1):
+        main()
