@@ -328,6 +328,12 @@ def main() -> None:
     )
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS), help="comma list")
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3; quick 1)")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds first..first+N-1 (screen on seeds the table does not use)",
+    )
     parser.add_argument("--steps", type=int, default=None, help="steps per campaign (default 150; quick 60)")
     parser.add_argument("--target-step", type=int, default=None, help="random's window (default 120)")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -370,7 +376,7 @@ def main() -> None:
     args = parser.parse_args()
     steps = args.steps or (60 if args.quick else 150)
     target_step = min(args.target_step or (60 if args.quick else 120), steps)
-    seeds = list(range(args.seeds or (1 if args.quick else 3)))
+    seeds = list(range(args.first_seed, args.first_seed + (args.seeds or (1 if args.quick else 3))))
     catalogues = (args.catalogues or ("bfcl" if args.quick else ",".join(CATALOGUES))).split(",")
     variants = dict(parse_variant(item) for item in args.variant)
     unknown = sorted(set(catalogues) - set(CATALOGUES)) + sorted(

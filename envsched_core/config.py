@@ -123,6 +123,12 @@ class SchedulerConfig:
     worlds 0-2: paper 28.0 -> 26.3 steps, default 21.0 -> 17.3, private 27.0 -> 22.0 (0.5 / 1.5 / 2: 25.0 / 27.7
     / 27.0, 18.3 / 17.3 / 16.7, 24.0 / 21.7 / 23.3); an oracle fed the true held-out gain instead of the true
     variance needs 18.3 vs 20.3 (paper), 12.0 vs 15.3 (default) steps (bench/scheduler_oracle.py)."""
+    learning_progress: bool = False
+    """Outcome predictor: exploitation (and informed coverage) rank a task at v_hat times its length class's
+    learning progress: the success its revisited tasks gained per unit of the variance they were trained on,
+    pooled by gold-call count and shrunk by a random-effects fit (``envsched_core.progress``). Learned from the
+    scheduler's own history, it is exactly 1 until a heterogeneity test says the classes differ, so it switches
+    itself off where task length does not matter; the learned counterpart of the fixed horizon_discount."""
     optimism: float = 1.0
     """Informed coverage scores a task at its logit moved this many posterior sds toward 0 (p = 0.5)."""
 
@@ -149,6 +155,12 @@ class SchedulerConfig:
     u = mean posterior sd / prior sd of the top exploitation candidates (outcome predictor)."""
     rho_min: float = 0.1
     """Smallest coverage fraction adaptive rho may reach."""
+    coverage_beats_exploit: bool = False
+    """Outcome predictor: a coverage slot goes only to a task whose optimistic predicted variance beats the
+    predicted variance of the last exploitation slot; when fewer tasks qualify than coverage slots, exploitation
+    takes the rest. rho_t stays the most coverage a batch gets, so a small catalogue or batch whose tasks are
+    all seen and confidently predicted (ACEBench, B=10) stops paying for coverage, and coverage skips tasks
+    predicted to give no variance however under-observed they are."""
     pool_factor: int = 4
     """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
 

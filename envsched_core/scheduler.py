@@ -43,6 +43,7 @@ from .graph import (
 )
 from .outcome import OutcomeModel
 from .predictor import VariancePredictor
+from .progress import LearningProgress
 from .stats import TaskStats, group_outcomes, validate_rollouts
 
 STATE_VERSION = 2
@@ -147,6 +148,11 @@ class EnvSched:
         self.outcome = (
             OutcomeModel(catalog, self.cfg, W_within, None) if self.cfg.predictor == "outcome" else None
         )
+        self.progress = (
+            LearningProgress(catalog.gold_calls, n_tasks, self.cfg.group_size)
+            if self.cfg.learning_progress and self.outcome is not None
+            else None
+        )
         self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
         self.current_step = 0
         self.last_refresh_step = -1
@@ -219,7 +225,11 @@ class EnvSched:
                 confidence = out.sd / self.outcome.tau
                 value = transfer_weighted(out.v_hat, self.outcome, out.frontier, self.cfg.transfer_weight)
                 value = horizon_discounted(value, self.catalog.gold_calls, self.cfg.horizon_discount)
-                predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat)
+                v_opt = out.v_opt
+                if self.progress is not None:
+                    factor = self.progress.factor()
+                    value, v_opt = value * factor, v_opt * factor
+                predicted = Predicted(value, evidence, n, v_opt, confidence, out.v_hat)
             else:
                 c = self.predictor.components(self.stats, step)
                 v_hat, u = self.predictor.fuse(c)
@@ -270,10 +280,15 @@ class EnvSched:
         chosen = np.zeros(len(self.catalog), dtype=bool)
 
         exploit = np.zeros(0, np.int64)
-        n_exploit = self.exploit_slots(predicted)
+        allowed, n_exploit = self._worth_covering(predicted, self.exploit_slots(predicted))
         if self.stats.any_observed and n_exploit > 0:  # step 1 (no history) is all coverage
             exploit = self._select_exploit(v_hat, predicted.has_evidence, room, chosen, n_exploit)
-        coverage = self._select_coverage(predicted, room, chosen, cfg.batch_size - len(exploit))
+        coverage = self._select_coverage(predicted, room, chosen, cfg.batch_size - len(exploit), allowed)
+        if allowed is not None and len(exploit) + len(coverage) < cfg.batch_size:  # quota left tasks out
+            more = self._select_exploit(
+                v_hat, predicted.has_evidence, room, chosen, cfg.batch_size - len(exploit) - len(coverage)
+            )
+            exploit = np.concatenate([exploit, more])
         rows = np.concatenate([exploit, coverage])
         return pd.DataFrame(
             {
@@ -299,6 +314,25 @@ class EnvSched:
         rho_min = min(cfg.rho_min, cfg.rho)
         rho_t = rho_min + (cfg.rho - rho_min) * u
         return int(round((1.0 - rho_t) * cfg.batch_size))
+
+    def _worth_covering(self, predicted: Predicted, n_exploit: int) -> tuple[np.ndarray | None, int]:
+        """With ``coverage_beats_exploit``: (the tasks a coverage slot may take, exploitation slots). A coverage
+        slot is worth a rollout group only for a task whose optimistic predicted variance beats the value of the
+        last exploitation slot (the n_exploit-th best v_hat); when fewer such tasks exist than coverage slots,
+        exploitation takes the rest. (None, n_exploit) when off or before any history."""
+        cfg = self.cfg
+        if not cfg.coverage_beats_exploit or predicted.v_opt is None or not self.stats.any_observed:
+            return None, n_exploit
+        candidates = np.flatnonzero(predicted.has_evidence)
+        k = min(n_exploit, len(candidates))
+        if k == 0:
+            return None, n_exploit
+        top = candidates[np.argpartition(-predicted.v_hat[candidates], k - 1)[:k]]
+        allowed = predicted.v_opt > predicted.v_hat[top].min()
+        outside = allowed.copy()
+        outside[top] = False  # exploitation takes these
+        n_coverage = min(cfg.batch_size - n_exploit, int(outside.sum()))
+        return allowed, cfg.batch_size - n_coverage
 
     def _take(self, row: int, room: np.ndarray, chosen: np.ndarray) -> None:
         room[self.catalog.env[row]] -= 1
@@ -328,9 +362,10 @@ class EnvSched:
             max_sim = np.maximum(max_sim, sim[k])
         return np.asarray(picks, dtype=np.int64)
 
-    def _select_coverage(self, predicted: Predicted, room, chosen, slots: int) -> np.ndarray:
+    def _select_coverage(self, predicted: Predicted, room, chosen, slots: int, allowed=None) -> np.ndarray:
         """Greedy under-observation score (plus, when informed, the optimistic predicted variance over its
-        maximum); counts include this batch's picks, so the batch spreads out."""
+        maximum); counts include this batch's picks, so the batch spreads out. ``allowed``: the only tasks
+        it may take (None = all)."""
         if slots <= 0:
             return np.zeros(0, np.int64)
         n = predicted.n
@@ -361,7 +396,9 @@ class EnvSched:
                 + jitter[rows]
             )
 
-        candidates = np.flatnonzero(~chosen)
+        candidates = np.flatnonzero(~chosen if allowed is None else ~chosen & allowed)
+        if len(candidates) == 0:
+            return np.zeros(0, np.int64)
         full = np.zeros(len(self.catalog))
         full[candidates] = score(candidates)
         pool = _prune(full, candidates, env, room, max(cfg.pool_factor * cfg.batch_size, slots))
@@ -399,6 +436,8 @@ class EnvSched:
             if self.outcome is not None:
                 trials = part["size"].to_numpy(dtype=float)
                 self.outcome.update(rows, step, part["mean"].to_numpy(), variance, trials)
+            if self.progress is not None:
+                self.progress.update(rows, part["mean"].to_numpy(), variance)
             self.stats.update(rows, step, variance, part["mean"].to_numpy())
             self.current_step = max(self.current_step, step)
         self.predictor.refit()
@@ -425,6 +464,7 @@ class EnvSched:
             "stats": self.stats.state_dict(),
             "predictor": self.predictor.state_dict(),
             "outcome": self.outcome.state_dict() if self.outcome is not None else {},
+            "progress": self.progress.state_dict() if self.progress is not None else {},
             "rng": self.rng.bit_generator.state,
             "cross_candidates": self.cross_candidates.copy(),
             "cross_edges": tuple(a.copy() for a in self.cross_edges),
@@ -450,6 +490,8 @@ class EnvSched:
         self.predictor.load_state_dict(state["predictor"])
         if self.outcome is not None:
             self.outcome.load_state_dict(state["outcome"])
+        if self.progress is not None and state.get("progress"):  # absent: saved before the field existed
+            self.progress.load_state_dict(state["progress"])
         self.rng.bit_generator.state = state["rng"]
         self.cross_candidates = np.array(state["cross_candidates"], copy=True)
         self.patterns = np.array(state["patterns"], copy=True)
