@@ -124,7 +124,7 @@ class SchedulerConfig:
     / 27.0, 18.3 / 17.3 / 16.7, 24.0 / 21.7 / 23.3); an oracle fed the true held-out gain instead of the true
     variance needs 18.3 vs 20.3 (paper), 12.0 vs 15.3 (default) steps (bench/scheduler_oracle.py)."""
     learning_progress: bool = False
-    """Outcome predictor: exploitation (and informed coverage) rank a task at v_hat times its length class's
+    """Outcome predictor: exploitation ranks a task at v_hat times its length class's
     learning progress: the success its revisited tasks gained per unit of the variance they were trained on,
     pooled by gold-call count and shrunk by a random-effects fit (``envsched_core.progress``). Learned from the
     scheduler's own history, it is exactly 1 until a heterogeneity test says the classes differ, so it switches

@@ -225,11 +225,9 @@ class EnvSched:
                 confidence = out.sd / self.outcome.tau
                 value = transfer_weighted(out.v_hat, self.outcome, out.frontier, self.cfg.transfer_weight)
                 value = horizon_discounted(value, self.catalog.gold_calls, self.cfg.horizon_discount)
-                v_opt = out.v_opt
                 if self.progress is not None:
-                    factor = self.progress.factor()
-                    value, v_opt = value * factor, v_opt * factor
-                predicted = Predicted(value, evidence, n, v_opt, confidence, out.v_hat)
+                    value = value * self.progress.factor()
+                predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat)
             else:
                 c = self.predictor.components(self.stats, step)
                 v_hat, u = self.predictor.fuse(c)
@@ -328,7 +326,13 @@ class EnvSched:
         if k == 0:
             return None, n_exploit
         top = candidates[np.argpartition(-predicted.v_hat[candidates], k - 1)[:k]]
-        allowed = predicted.v_opt > predicted.v_hat[top].min()
+        # v_opt on v_hat's scale: the exploitation weights (transfer, horizon) multiply both alike
+        weight = 1.0
+        if predicted.variance is not None:
+            weight = np.divide(
+                predicted.v_hat, predicted.variance, out=np.ones(len(self.catalog)), where=predicted.variance > 0
+            )
+        allowed = predicted.v_opt * weight > predicted.v_hat[top].min()
         outside = allowed.copy()
         outside[top] = False  # exploitation takes these
         n_coverage = min(cfg.batch_size - n_exploit, int(outside.sum()))

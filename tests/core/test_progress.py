@@ -104,7 +104,7 @@ def test_coverage_beats_exploit_skips_tasks_predicted_dead():
         batch = sched.select(5)
         assert len(batch) == 6 and batch["task_id"].is_unique
         roles[on] = batch.groupby("role")["env_id"].agg(set).to_dict()
-    assert roles[True] == {"exploit": {"env0"}, "coverage": {"env0"}}
+    assert set().union(*roles[True].values()) == {"env0"}
     assert roles[False]["coverage"] & {"env1", "env2"}  # the new-environment bonus takes dead ones
 
 
