@@ -330,7 +330,10 @@ class EnvSched:
         weight = 1.0
         if predicted.variance is not None:
             weight = np.divide(
-                predicted.v_hat, predicted.variance, out=np.ones(len(self.catalog)), where=predicted.variance > 0
+                predicted.v_hat,
+                predicted.variance,
+                out=np.ones(len(self.catalog)),
+                where=predicted.variance > 0,
             )
         allowed = predicted.v_opt * weight > predicted.v_hat[top].min()
         outside = allowed.copy()
