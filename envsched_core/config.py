@@ -115,14 +115,17 @@ class SchedulerConfig:
     steps, and the simulator (worlds 100-101), whose learning does not depend on a task's length,
     29.5 -> 35.0 (paper regime) and 21.0 -> 25.5 (default regime)."""
     transfer_weight: float = 1.0
-    """Outcome predictor: exploitation ranks a task at v_hat * (T_i / mean T)^transfer_weight, T_i = how much
-    predicted frontier mass E[p (1 - p)] of the whole catalogue shares the task's environment and tool base
-    names (``OutcomeModel.frontier_transfer``): what a group teaches reaches held-out tasks only through shared
-    skills, and more where many tasks sharing them are at the frontier. 0 = rank by v_hat alone. 1 (the
-    first-order held-out gain, std x transfer, up to the std/variance power) measured on the suite's tuning
-    worlds 0-2: paper 28.0 -> 26.3 steps, default 21.0 -> 17.3, private 27.0 -> 22.0 (0.5 / 1.5 / 2: 25.0 / 27.7
-    / 27.0, 18.3 / 17.3 / 16.7, 24.0 / 21.7 / 23.3); an oracle fed the true held-out gain instead of the true
-    variance needs 18.3 vs 20.3 (paper), 12.0 vs 15.3 (default) steps (bench/scheduler_oracle.py)."""
+    """Outcome predictor: exploitation ranks a task at v_hat * (T_i / mean T)^transfer_weight, and informed
+    coverage weighs its optimistic variance by the same factor; T_i = how much predicted frontier mass
+    E[p (1 - p)] of the whole catalogue shares the task's environment and tool base names
+    (``OutcomeModel.frontier_transfer``): what a group teaches reaches held-out tasks only through shared skills,
+    and more where many tasks sharing them are at the frontier. 0 = rank by v_hat alone. 1 (the first-order
+    held-out gain, std x transfer, up to the std/variance power) measured on the suite's tuning worlds 0-2,
+    exploitation only: paper 28.0 -> 27.0 steps, default 21.0 -> 17.7, private 27.0 -> 22.3, sparse 25.3 -> 17.0,
+    graded 27.7 -> 19.0, drift 18.7 -> 13.7, few-large 34.3 -> 35.3, no-info 24.7 -> 25.3 (weights 0.5 / 1.5 / 2
+    were no better); weighting coverage too: paper 26.3, default 16.7, private 21.3, sparse 15.3, many-small
+    24.0 -> 20.0, no-info 26.7. An oracle fed the true held-out gain instead of the true variance needs 18.3 vs
+    20.3 (paper), 12.0 vs 15.3 (default) steps (bench/scheduler_oracle.py)."""
     learning_progress: bool = False
     """Outcome predictor: exploitation ranks a task at v_hat times its length class's
     learning progress: the success its revisited tasks gained per unit of the variance they were trained on,

@@ -61,6 +61,7 @@ class Predicted:
     v_opt: np.ndarray | None
     uncertainty: np.ndarray
     variance: np.ndarray | None = None  # the predicted variance where v_hat is horizon-discounted
+    transfer: np.ndarray | float = 1.0  # frontier transfer factor; informed coverage weighs v_opt by it
 
 
 def _prune(
@@ -98,11 +99,17 @@ def transfer_weighted(
     by a step proportional to its reward std, and the held-out gain of that push is the sum over those skills
     of how many tasks at the frontier load on them: a group from a crowded environment and common tools
     teaches more than an equally mixed one whose structure few other tasks share."""
+    return value * frontier_transfer_factor(outcome, frontier, weight)
+
+
+def frontier_transfer_factor(
+    outcome: OutcomeModel, frontier: np.ndarray, weight: float
+) -> np.ndarray | float:
+    """(T_i / mean T)^weight (1.0 at weight 0); see ``transfer_weighted``."""
     if weight <= 0:
-        return value
+        return 1.0
     transfer = outcome.frontier_transfer(frontier)
-    transfer = transfer / max(float(transfer.mean()), 1e-12)
-    return value * np.maximum(transfer, 1e-6) ** weight
+    return np.maximum(transfer / max(float(transfer.mean()), 1e-12), 1e-6) ** weight
 
 
 class EnvSched:
@@ -223,11 +230,12 @@ class EnvSched:
                 evidence = (out.own_sd < np.inf) | ~np.isnan(out.b_W) | ~np.isnan(out.b_X)
                 evidence |= env_seen[self.catalog.env] > 0
                 confidence = out.sd / self.outcome.tau
-                value = transfer_weighted(out.v_hat, self.outcome, out.frontier, self.cfg.transfer_weight)
+                transfer = frontier_transfer_factor(self.outcome, out.frontier, self.cfg.transfer_weight)
+                value = out.v_hat * transfer
                 value = horizon_discounted(value, self.catalog.gold_calls, self.cfg.horizon_discount)
                 if self.progress is not None:
                     value = value * self.progress.factor()
-                predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat)
+                predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat, transfer)
             else:
                 c = self.predictor.components(self.stats, step)
                 v_hat, u = self.predictor.fuse(c)
@@ -378,7 +386,7 @@ class EnvSched:
         n = predicted.n
         informed = np.zeros(len(self.catalog))
         if self.cfg.informed_coverage and predicted.v_opt is not None and self.stats.any_observed:
-            v_opt = predicted.v_opt
+            v_opt = predicted.v_opt * predicted.transfer  # what a visit may teach, weighed like exploitation
             informed = self.cfg.coverage_informativeness * v_opt / max(float(v_opt.max()), 1e-12)
         cfg, env, pattern, tools = self.cfg, self.catalog.env, self.patterns, self.catalog.tools
         N_env = np.bincount(env, weights=n, minlength=self.catalog.n_envs)
