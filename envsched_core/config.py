@@ -129,9 +129,9 @@ class SchedulerConfig:
     learning_progress: bool = False
     """Outcome predictor: exploitation ranks a task at v_hat times its length class's
     learning progress: the success its revisited tasks gained per unit of the variance they were trained on,
-    pooled by gold-call count and shrunk by a random-effects fit (``envsched_core.progress``). Learned from the
-    scheduler's own history, it is exactly 1 until a heterogeneity test says the classes differ, so it switches
-    itself off where task length does not matter; the learned counterpart of the fixed horizon_discount."""
+    pooled by gold-call count and regressed on log(1 + gold calls) (``envsched_core.progress``). Learned from the
+    scheduler's own history, it is exactly 1 until the length slope is significant, so it switches itself off
+    where task length does not matter; the learned counterpart of the fixed horizon_discount."""
     optimism: float = 1.0
     """Informed coverage scores a task at its logit moved this many posterior sds toward 0 (p = 0.5)."""
 
