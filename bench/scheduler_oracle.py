@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from bench.scheduler_suite import fmt, make_world, scheduler_for
+from bench.scheduler_suite import _mean_or_dash, fmt, make_world, scheduler_for
 from envsched_core import EnvSched, SchedulerConfig
 from envsched_core.scheduler import Predicted
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
@@ -154,7 +154,7 @@ def main() -> None:
                     "selection fed": name,
                     "steps to target": fmt(steps),
                     "x random": round(random_steps / np.mean(steps), 2),
-                    "hit@7": round(float(np.nanmean([w[name]["hit7"] for w in per_world])), 2),
+                    "hit@7": _mean_or_dash([w[name]["hit7"] for w in per_world]),
                     "mean var": round(float(np.mean([w[name]["mean_var"] for w in per_world])), 4),
                     "zero-var groups": round(float(np.mean([w[name]["zero_var"] for w in per_world])), 1),
                 }

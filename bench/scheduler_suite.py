@@ -59,6 +59,7 @@ ABLATIONS: dict[str, dict] = {
     "es:fixed-rho": {"adaptive_rho": False},
     "es:rho=1": {"rho": 1.0, "adaptive_rho": False},
     "es:eta=0": {"eta": 0.0},
+    "es:no-transfer": {"transfer_weight": 0.0},
 }
 QUICK_ABLATION_REGIMES = ("paper", "default", "no-info")
 
