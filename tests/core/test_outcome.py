@@ -274,3 +274,32 @@ def test_transfer_weight_ranks_the_task_sharing_more_frontier_above_a_slightly_m
     assert np.argmax(transfer_weighted(value, m, frontier, 1.0)) == 0  # env0's crowded frontier wins
     with pytest.raises(ValueError, match="transfer_weight"):
         SchedulerConfig(transfer_weight=-0.5)
+
+
+def test_informed_coverage_prefers_unseen_tasks_whose_tools_more_frontier_tasks_share():
+    frame = make_tasks(n_envs=4, per_env=3)
+    tools = {"env0": "get_order", "env1": "send_mail", "env2": "lookup", "env3": "get_order"}
+    frame["tools"] = [[f"{env}.{tools[env]}"] for env in frame["env_id"]]
+    frame["tool_effects"] = [["read"]] * len(frame)
+    catalog = TaskCatalog.from_frame(frame)  # get_order is shared by env0 and env3, send_mail by env1 only
+    picks = {}
+    for weight in (0.0, 1.0):
+        cfg = SchedulerConfig(
+            batch_size=1,
+            rho=1.0,
+            adaptive_rho=False,
+            use_cross_edges=False,
+            use_global_model=False,
+            n_patterns=1,
+            transfer_weight=weight,
+        )
+        envs = []
+        for seed in range(12):
+            sched = EnvSched(catalog, cfg, seed=seed)
+            sched.observe(group("e2-t0", 1, [1, 0] * 4))  # every unseen task is equally uncertain
+            envs.append(sched.select(2)["env_id"].iloc[0])
+        picks[weight] = envs
+    assert "env1" in picks[0.0]  # the same optimistic variance everywhere: ties broken at random
+    assert (
+        "env1" not in picks[1.0] and "env2" not in picks[1.0]
+    )  # 6 frontier tasks share get_order, 3 send_mail
