@@ -6,10 +6,11 @@
     sched.predict()              # task_id, predicted_variance, uncertainty, own, within, cross
 
 A batch of B tasks has (1 - rho_t) B exploitation slots, filled greedily by
-    v_hat_i / v_max - eta * max_{j chosen} sim(i, j)          (only tasks with evidence)
+    value_i / v_max - eta * max_{j chosen} sim(i, j)          (only tasks with evidence)
+with value_i = v_hat_i times the frontier transfer factor (T_i / mean T)^transfer_weight (``transfer_weighted``),
 and coverage slots filled greedily by under-observation plus (informed coverage) optimistic predicted variance
     1/sqrt(1 + N_env) + 1/sqrt(1 + n_i) + 1/sqrt(1 + N_pattern) + bonus(environment / tools new to the batch)
-    + coverage_informativeness * v_opt_i / max v_opt.
+    + coverage_informativeness * v_opt_i / max v_opt        (v_opt weighted by the same transfer factor).
 v_hat comes from the outcome model (`outcome.OutcomeModel`: global feature model + own residual + residuals
 propagated along W and X; docs/scheduler.md) or, with predictor='variance', the paper's fusion
 (`predictor.VariancePredictor`). With adaptive rho, rho_t shrinks from rho toward rho_min as the top
