@@ -8,6 +8,7 @@ under each scheduler, scored by the environments' real verifiers.
         --schedulers random,dps,envsched --reuse     # a reduced run (2 shared cores); --reuse resumes
     ... --variant envsched-h:horizon_discount=0.5 --schedulers random,dps,envsched,envsched-h
                                                   # an extra EnvSched row with SchedulerConfig overrides
+    ... --catalogues tau --steps 80 --target-step 80 --seeds 2 --first-seed 10   # screening seeds 10, 11
 
 For every (catalogue, seed, scheduler) a campaign runs in-process (library calls, no Dagster):
 select -> G rollouts per task in the real environments (``training.engines.skill.SkillEngine``) ->

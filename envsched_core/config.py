@@ -134,6 +134,11 @@ class SchedulerConfig:
     pooled by gold-call count and regressed on log(1 + gold calls) (``envsched_core.progress``). Learned from the
     scheduler's own history, it is exactly 1 until the length slope is significant, so it switches itself off
     where task length does not matter; the learned counterpart of the fixed horizon_discount."""
+    task_dispersion: bool = False
+    """Outcome predictor: exploitation weighs a task's predicted variance by its own variance / mean (1 - mean)
+    ratio relative to its environment's, shrunk toward 1 with dispersion_prior_groups pseudo-groups
+    (``envsched_core.dispersion``): a task whose graded reward is the same partial credit in every rollout
+    stops looking as mixed as its environment's other tasks."""
     optimism: float = 1.0
     """Informed coverage scores a task at its logit moved this many posterior sds toward 0 (p = 0.5)."""
 

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from .catalog import TaskCatalog
 from .config import SchedulerConfig
+from .dispersion import TaskDispersion
 from .graph import (
     candidate_matrix,
     cross_candidates,
@@ -161,6 +162,11 @@ class EnvSched:
             if self.cfg.learning_progress and self.outcome is not None
             else None
         )
+        self.dispersion = (
+            TaskDispersion(n_tasks, self.cfg.dispersion_prior_groups)
+            if self.cfg.task_dispersion and self.outcome is not None
+            else None
+        )
         self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
         self.current_step = 0
         self.last_refresh_step = -1
@@ -236,6 +242,8 @@ class EnvSched:
                 value = horizon_discounted(value, self.catalog.gold_calls, self.cfg.horizon_discount)
                 if self.progress is not None:
                     value = value * self.progress.factor()
+                if self.dispersion is not None:
+                    value = value * self.dispersion.factor(self.outcome.dispersion()[self.catalog.env])
                 predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat, transfer)
             else:
                 c = self.predictor.components(self.stats, step)
@@ -454,6 +462,8 @@ class EnvSched:
                 self.outcome.update(rows, step, part["mean"].to_numpy(), variance, trials)
             if self.progress is not None:
                 self.progress.update(rows, part["mean"].to_numpy(), variance)
+            if self.dispersion is not None:
+                self.dispersion.update(rows, part["mean"].to_numpy(), variance)
             self.stats.update(rows, step, variance, part["mean"].to_numpy())
             self.current_step = max(self.current_step, step)
         self.predictor.refit()
@@ -481,6 +491,7 @@ class EnvSched:
             "predictor": self.predictor.state_dict(),
             "outcome": self.outcome.state_dict() if self.outcome is not None else {},
             "progress": self.progress.state_dict() if self.progress is not None else {},
+            "dispersion": self.dispersion.state_dict() if self.dispersion is not None else {},
             "rng": self.rng.bit_generator.state,
             "cross_candidates": self.cross_candidates.copy(),
             "cross_edges": tuple(a.copy() for a in self.cross_edges),
@@ -508,6 +519,8 @@ class EnvSched:
             self.outcome.load_state_dict(state["outcome"])
         if self.progress is not None and state.get("progress"):  # absent: saved before the field existed
             self.progress.load_state_dict(state["progress"])
+        if self.dispersion is not None and state.get("dispersion"):
+            self.dispersion.load_state_dict(state["dispersion"])
         self.rng.bit_generator.state = state["rng"]
         self.cross_candidates = np.array(state["cross_candidates"], copy=True)
         self.patterns = np.array(state["patterns"], copy=True)
