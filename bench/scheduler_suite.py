@@ -16,7 +16,9 @@ counts as horizon + 1 steps and the rollouts spent by then: a lower bound, flagg
 the paper's Table 2 statistics (mean / median selected variance, median reward, environments and tools
 per batch, over the horizon); exploitation hit rate at steps 1 and 7. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
-the best includes 0. The last line is machine-checkable:
+the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
+same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
+The last line is machine-checkable:
 
     summary: envsched best or tied in X/Y regimes; paper-regime steps saved vs random Z.ZZx; vs best baseline W.WWx
 """
@@ -160,6 +162,21 @@ def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataF
     return pd.DataFrame(rows)
 
 
+def paired_ablations(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataFrame | None:
+    """Each ablation's steps to target minus EnvSched's on the same world (mean, 95% t half-width). Both run on
+    the same world with the same run seed, so the pairing removes the spread between worlds, which is what
+    hides a one-step difference in the unpaired table. None without EnvSched or an ablation."""
+    ablations = [n for n in names if n.startswith("es:")]
+    if "envsched" not in names or not ablations:
+        return None
+    full = np.array([w["envsched"]["steps"] for w in per_world])
+    rows = []
+    for name in ablations:
+        mean, half = t_interval(np.array([w[name]["steps"] for w in per_world]) - full)
+        rows.append({"ablation": name, "steps - envsched's (paired)": f"{mean:+.1f} ± {half:.1f}"})
+    return pd.DataFrame(rows)
+
+
 def _mean_or_dash(values) -> str:
     values = np.asarray(values, dtype=float)
     return "-" if np.isnan(values).all() else f"{np.nanmean(values):.3f}"
@@ -273,6 +290,9 @@ def run_suite() -> None:
             t0 = time.perf_counter()
             print(f"\n{title}\n" + "-" * min(len(title), 110))
             print(regime_table(per_world, run_names).to_string(index=False))
+            paired = paired_ablations(per_world, run_names)
+            if paired is not None:
+                print(paired.to_string(index=False))
             verdicts[name] = verdict(per_world, run_names)
             best, ok, vs_random, vs_best = verdicts[name]
             print(
