@@ -7,7 +7,7 @@
 
 A batch of B tasks has (1 - rho_t) B exploitation slots, filled greedily by
     value_i / v_max - eta * max_{j chosen} sim(i, j)          (only tasks with evidence)
-with value_i = v_hat_i times the frontier transfer factor (T_i / mean T)^transfer_weight (``transfer_weighted``),
+with value_i = v_hat_i times the frontier transfer factor (T_i / mean T)^transfer_weight (``frontier_transfer_factor``),
 and coverage slots filled greedily by under-observation plus (informed coverage) optimistic predicted variance
     1/sqrt(1 + N_env) + 1/sqrt(1 + n_i) + 1/sqrt(1 + N_pattern) + bonus(environment / tools new to the batch)
     + coverage_informativeness * v_opt_i / max v_opt        (v_opt weighted by the same transfer factor).
@@ -93,21 +93,14 @@ def horizon_discounted(value: np.ndarray, gold_calls: np.ndarray | None, discoun
     return value * (1.0 + gold_calls) ** -discount
 
 
-def transfer_weighted(
-    value: np.ndarray, outcome: OutcomeModel, frontier: np.ndarray, weight: float
-) -> np.ndarray:
-    """value_i * (T_i / mean T)^weight, T = ``OutcomeModel.frontier_transfer`` of the predicted E[p (1 - p)]
-    (``SchedulerConfig.transfer_weight``; identity at 0). A trained group pushes every skill its task loads on
-    by a step proportional to its reward std, and the held-out gain of that push is the sum over those skills
-    of how many tasks at the frontier load on them: a group from a crowded environment and common tools
-    teaches more than an equally mixed one whose structure few other tasks share."""
-    return value * frontier_transfer_factor(outcome, frontier, weight)
-
-
 def frontier_transfer_factor(
     outcome: OutcomeModel, frontier: np.ndarray, weight: float
 ) -> np.ndarray | float:
-    """(T_i / mean T)^weight (1.0 at weight 0); see ``transfer_weighted``."""
+    """The exploitation weight (T_i / mean T)^weight, T = ``OutcomeModel.frontier_transfer`` of the predicted
+    E[p (1 - p)] (``SchedulerConfig.transfer_weight``; 1.0 at weight 0). A trained group pushes every skill its
+    task loads on by a step proportional to its reward std, and the held-out gain of that push is the sum over
+    those skills of how many tasks at the frontier load on them: a group from a crowded environment and common
+    tools teaches more than an equally mixed one whose structure few other tasks share."""
     if weight <= 0:
         return 1.0
     transfer = outcome.frontier_transfer(frontier)

@@ -6,7 +6,7 @@ from task_frames import group, make_tasks
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.graph import propagation_matrix
 from envsched_core.outcome import OutcomeModel, sigmoid, task_features
-from envsched_core.scheduler import transfer_weighted
+from envsched_core.scheduler import frontier_transfer_factor
 
 
 def p_mixed(p: float, g: int = 8) -> float:
@@ -270,8 +270,8 @@ def test_transfer_weight_ranks_the_task_sharing_more_frontier_above_a_slightly_m
     m = model(catalog, SchedulerConfig())
     frontier = np.r_[np.full(4, 0.25), np.full(4, 0.05), np.full(4, 0.05)]
     value = np.r_[np.full(4, 0.20), np.full(4, 0.05), np.full(4, 0.22)]  # task 8 alone is a bit more mixed
-    assert np.argmax(transfer_weighted(value, m, frontier, 0.0)) == 8
-    assert np.argmax(transfer_weighted(value, m, frontier, 1.0)) == 0  # env0's crowded frontier wins
+    assert np.argmax(value * frontier_transfer_factor(m, frontier, 0.0)) == 8
+    assert np.argmax(value * frontier_transfer_factor(m, frontier, 1.0)) == 0  # env0's crowded frontier wins
     with pytest.raises(ValueError, match="transfer_weight"):
         SchedulerConfig(transfer_weight=-0.5)
 
