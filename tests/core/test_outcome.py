@@ -250,12 +250,16 @@ def test_outcome_dispersion_prior_yields_to_a_few_graded_groups(catalog):
     assert m.dispersion()[1] < 0.6
 
 
-def test_frontier_transfer_counts_frontier_tasks_sharing_environment_or_tool_base_name():
+def shared_tool_catalog() -> TaskCatalog:
+    """3 environments x 4 tasks: env0 and env1 call get_order, env2 send_mail."""
     frame = make_tasks(n_envs=3, per_env=4)
     frame["tools"] = [["env0.get_order"]] * 4 + [["env1.get_order"]] * 4 + [["env2.send_mail"]] * 4
     frame["tool_effects"] = [["read"]] * 12
-    catalog = TaskCatalog.from_frame(frame)
-    m = model(catalog, SchedulerConfig())
+    return TaskCatalog.from_frame(frame)
+
+
+def test_frontier_transfer_counts_frontier_tasks_sharing_environment_or_tool_base_name():
+    m = model(shared_tool_catalog(), SchedulerConfig())
     frontier = np.r_[np.full(4, 0.25), np.zeros(8)]  # only environment 0 is at the frontier
     transfer = m.frontier_transfer(frontier)
     # env0: its environment and its tool's base name (4 x 0.25 each); env1 shares only get_order; env2 nothing
@@ -263,11 +267,7 @@ def test_frontier_transfer_counts_frontier_tasks_sharing_environment_or_tool_bas
 
 
 def test_transfer_weight_ranks_the_task_sharing_more_frontier_above_a_slightly_more_mixed_one():
-    frame = make_tasks(n_envs=3, per_env=4)
-    frame["tools"] = [["env0.get_order"]] * 4 + [["env1.get_order"]] * 4 + [["env2.send_mail"]] * 4
-    frame["tool_effects"] = [["read"]] * 12
-    catalog = TaskCatalog.from_frame(frame)
-    m = model(catalog, SchedulerConfig())
+    m = model(shared_tool_catalog(), SchedulerConfig())
     frontier = np.r_[np.full(4, 0.25), np.full(4, 0.05), np.full(4, 0.05)]
     value = np.r_[np.full(4, 0.20), np.full(4, 0.05), np.full(4, 0.22)]  # task 8 alone is a bit more mixed
     assert np.argmax(value * frontier_transfer_factor(m, frontier, 0.0)) == 8
