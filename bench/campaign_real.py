@@ -46,13 +46,13 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bench.overrides import key_value, parse_variant
 from environments.frames import catalog_frames
 from environments.registry import get_source
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
@@ -111,16 +111,6 @@ def make_scheduler(name: str, catalog: TaskCatalog, batch_size: int, group_size:
     if name == "envsched" or name not in SCHEDULERS:
         return template(name, seed)
     return scheduler_spec(name).cls(catalog, scheduler_config(name, batch_size, group_size, {}), seed=seed)
-
-
-def parse_variant(item: str) -> tuple[str, dict]:
-    """``LABEL:field=value[,field=value]`` -> (LABEL, SchedulerConfig overrides)."""
-    label, sep, rest = item.partition(":")
-    if not sep or not label or label in SCHEDULERS:
-        raise SystemExit(
-            f"--variant {item!r}: expected LABEL:field=value[,field=value], LABEL not a scheduler name"
-        )
-    return label, dict(_key_value(part) for part in rest.split(",") if part)
 
 
 def run_one(
@@ -312,13 +302,6 @@ def read_runs(
 
 
 # ---- main ---------------------------------------------------------------------------------------
-def _key_value(item: str) -> tuple[str, object]:
-    key, sep, value = item.partition("=")
-    if not sep:
-        raise SystemExit(f"{item!r}: expected key=value")
-    return key, json.loads(value)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -379,7 +362,7 @@ def main() -> None:
     target_step = min(args.target_step or (60 if args.quick else 120), steps)
     seeds = list(range(args.first_seed, args.first_seed + (args.seeds or (1 if args.quick else 3))))
     catalogues = (args.catalogues or ("bfcl" if args.quick else ",".join(CATALOGUES))).split(",")
-    variants = dict(parse_variant(item) for item in args.variant)
+    variants = dict(parse_variant(item, SCHEDULERS) for item in args.variant)
     unknown = sorted(set(catalogues) - set(CATALOGUES)) + sorted(
         set(args.schedulers.split(",")) - set(SCHEDULERS) - set(variants)
     )
@@ -390,8 +373,8 @@ def main() -> None:
     schedulers = args.schedulers.split(",")
     if "random" not in schedulers:
         raise SystemExit("--schedulers must include random (it sets the target)")
-    options = {**REGIMES[args.regime], **dict(_key_value(item) for item in args.option)}
-    envsched_config = dict(_key_value(item) for item in args.envsched_set)
+    options = {**REGIMES[args.regime], **dict(key_value(item) for item in args.option)}
+    envsched_config = dict(key_value(item) for item in args.envsched_set)
     args.out.mkdir(parents=True, exist_ok=True)
     executor = {"executor": "process", "workers": args.workers} if args.workers > 1 else {}
     show_steps = sorted({0, *range(20, steps + 1, 20), target_step, steps})

@@ -1,0 +1,29 @@
+"""Command-line config overrides shared by the bench scripts: ``key=value`` and ``LABEL:field=value[,...]``.
+
+Values are JSON (``true``, ``0.5``, ``"variance"``). A variant's label is everything before the ':' that
+precedes its first '=', so a label may itself hold ':' (the suite's ``es:...`` rows).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def key_value(item: str) -> tuple[str, object]:
+    """``key=value`` -> (key, the JSON value)."""
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise SystemExit(f"{item!r}: expected key=value")
+    return key, json.loads(value)
+
+
+def parse_variant(item: str, taken) -> tuple[str, dict]:
+    """``LABEL:field=value[,field=value]`` -> (LABEL, config overrides); LABEL must not be in ``taken`` (the
+    script's own scheduler names)."""
+    head, eq, _ = item.partition("=")
+    label, sep, _ = head.rpartition(":")
+    if not eq or not sep or not label:
+        raise SystemExit(f"--variant {item!r}: expected LABEL:field=value[,field=value]")
+    if label in taken:
+        raise SystemExit(f"--variant {item!r}: {label!r} is already a scheduler name")
+    return label, dict(key_value(part) for part in item[len(label) + 1 :].split(",") if part)
