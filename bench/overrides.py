@@ -14,7 +14,10 @@ def key_value(item: str) -> tuple[str, object]:
     key, sep, value = item.partition("=")
     if not sep:
         raise SystemExit(f"{item!r}: expected key=value")
-    return key, json.loads(value)
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        raise SystemExit(f'{item!r}: the value must be JSON (true, 0.5, "variance"), got {value!r}') from None
 
 
 def parse_variant(item: str, taken) -> tuple[str, dict]:

@@ -193,7 +193,8 @@ def verdict(per_world: list[dict[str, dict]], names: list[str]) -> tuple[str, bo
         low = t_interval(rollouts["envsched"] - rollouts[best])
         ok = low[0] - low[1] <= 0.0
     baselines = [n for n in candidates if n != "envsched"]
-    best_baseline_steps = min(steps[n].mean() for n in baselines if n != "random")
+    peers = [steps[n].mean() for n in baselines if n != "random"]
+    best_baseline_steps = min(peers) if peers else float("nan")  # --schedulers may name random alone
     es = steps["envsched"].mean() if "envsched" in steps else float("nan")
     return best, ok, steps["random"].mean() / es, best_baseline_steps / es
 

@@ -97,7 +97,8 @@ class SchedulerConfig:
     a wide tau (trust each task's own rollouts), one with shared structure the opposite. Supersedes
     adapt_residual_prior; a_within, a_cross and residual_prior_sd become the starting values."""
     prior_fit_min_visits: int = 64
-    """First visits needed before that fit runs."""
+    """First visits needed before that fit runs; at most half the catalogue's tasks, so that a small catalogue
+    fits too (ACEBench has 41 training tasks: with 64 the fit never ran, and tau stayed at residual_prior_sd)."""
     prior_fit_window: int = 2048
     """Most recent first visits kept for that fit."""
     residual_prior_tasks: float = 20.0

@@ -353,7 +353,8 @@ class OutcomeModel:
         """Empirical Bayes for how much a task shares with its neighbours: (a_W, a_X, tau) maximise the
         marginal likelihood of the first visits' outcomes under the predictions made before them (a log-normal
         pull toward the configured values keeps them put while there are few visits)."""
-        if len(self.first_visits) < self.cfg.prior_fit_min_visits:
+        # a catalogue smaller than twice prior_fit_min_visits fits once half its tasks have been visited
+        if len(self.first_visits) < max(1, min(self.cfg.prior_fit_min_visits, len(self.catalog) // 2)):
             return
         use = np.array([self.W_within is not None, self.W_cross is not None, True])
         start = np.log([self.cfg.a_within, self.cfg.a_cross, self.cfg.residual_prior_sd])

@@ -174,6 +174,17 @@ def test_outcome_empirical_bayes_widens_the_residual_prior_when_tasks_differ(cat
     assert fixed.tau == cfg.residual_prior_sd
 
 
+def test_outcome_empirical_bayes_runs_on_a_catalogue_smaller_than_its_minimum_visits(catalog):
+    cfg = SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0, use_global_model=False)
+    assert len(catalog) < cfg.prior_fit_min_visits  # 18 tasks can never give 64 first visits
+    m = model(catalog, cfg)
+    rows = np.arange(len(catalog))
+    observe(m, rows[:8], 1, np.where(rows[:8] % 2 == 0, 8, 0))
+    assert m.tau == cfg.residual_prior_sd  # 8 first visits: fewer than half the catalogue, no fit yet
+    observe(m, rows[8:], 2, np.where(rows[8:] % 2 == 0, 8, 0))
+    assert m.tau > 2 * cfg.residual_prior_sd  # all-pass next to all-fail in one environment: tasks differ
+
+
 @pytest.mark.parametrize("shared", [True, False])
 def test_outcome_marginal_likelihood_learns_how_much_neighbours_share(shared):
     catalog = TaskCatalog.from_frame(make_tasks(n_envs=4, per_env=40))
