@@ -137,7 +137,10 @@ def run_one(
         n_primary = int((every["role"] != "oversample").sum())
         train = engine.train(groups, n_primary)
         cumulative += len(rollouts)
-        stats = batch_metrics(every, rollouts, catalog)  # over the groups trained on
+        groups_frame = M.trained_groups(every, rollouts)
+        stats = batch_metrics(every, rollouts, catalog, groups=groups_frame)  # over the groups trained on
+        trained = groups_frame[groups_frame["trained"]]
+        zero_by_role = trained.loc[trained["variance"] == 0, "role"].value_counts()
         row = {
             "step": step,
             "mean_var": stats[M.MEAN_VARIANCE],
@@ -146,6 +149,9 @@ def run_one(
             "envs": stats[M.ENVS_PER_BATCH],
             "tools": stats[M.TOOLS_PER_BATCH],
             "zero_var_groups": stats[M.ZERO_VARIANCE_GROUPS],
+            # which picks were wasted, by role (random and DAPO call every row coverage; DPS, MoPPS, GRESO exploit)
+            "zero_var_exploit": int(zero_by_role.get("exploit", 0)),
+            "zero_var_coverage": int(zero_by_role.get("coverage", 0)),
             "trained_groups": train["train/trained_groups"],
             "rollouts": len(rollouts),
             "cum_rollouts": cumulative,
