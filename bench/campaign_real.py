@@ -113,6 +113,15 @@ def make_scheduler(name: str, catalog: TaskCatalog, batch_size: int, group_size:
     return scheduler_spec(name).cls(catalog, scheduler_config(name, batch_size, group_size, {}), seed=seed)
 
 
+def reseeded(envsched: EnvSched, state: dict, seed: int) -> EnvSched:
+    """A copy of ``envsched`` (its graph built once) restored from ``state`` with the run seed's RNG."""
+    sched = copy.deepcopy(envsched)
+    state = copy.deepcopy(state)
+    state["rng"] = np.random.default_rng(seed).bit_generator.state
+    sched.load_state_dict(state)
+    return sched
+
+
 def run_one(
     scheduler,
     engine: SkillEngine,
@@ -407,12 +416,7 @@ def main() -> None:
                 built[label] = (envsched, envsched.state_dict())
 
         def fresh_envsched(label: str, seed: int, built=built):
-            envsched, template = built[label]
-            sched = copy.deepcopy(envsched)
-            state = copy.deepcopy(template)
-            state["rng"] = np.random.default_rng(seed).bit_generator.state
-            sched.load_state_dict(state)
-            return sched
+            return reseeded(*built[label], seed)
 
         print(
             f"[{name}] {len(train)} training / {len(heldout)} held-out tasks, {train['env_id'].nunique()} envs, "

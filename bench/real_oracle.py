@@ -21,17 +21,17 @@ their own, stream 2, so the training and evaluation draws are those of every oth
 * ``gain-heldout``: the same with g_H, the gradient of the *held-out* score (from ``--samples`` rollouts
   of every held-out task): the one-step greedy best, which peeks at the held-out tasks.
 
-The bias parameter is left out of both gradients, as the skill policy's update leaves it out. Rows of
+The bias parameter is left out of both gradients, as the skill policy's update leaves it out by default
+(``learn_bias`` off). Rows of
 other schedulers come from ``bench/campaign_real.py`` CSVs (``--reuse-from``, same options) or run here.
 The oracle samples are not counted as rollouts. Tables are campaign_real's. Cost: --samples x the training
-pool rollouts per step (ACEBench, 32 samples: 60-90 s a campaign; BFCL, 16: about 30 min on 2 cores).
+pool rollouts per step (ACEBench, 32 samples: 60-190 s a campaign, two at a time on 2 cores; BFCL, 16: 24-29 min).
 Results and what they say: docs/scheduler.md, "Headroom on the real environments".
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from bench.campaign_real import (
     load_catalogue,
     make_scheduler,
     read_runs,
+    reseeded,
     run_one,
     tables,
 )
@@ -61,11 +62,11 @@ ORACLE_STREAM = 2  # the oracle's own draws (training uses stream 0, evaluation 
 
 def score_gradients(engine: SkillEngine, task_ids: list[str], groups: list[list]) -> np.ndarray:
     """grad log pi of every rollout, (n_tasks, samples, n_params); the bias column zeroed."""
-    world, theta = engine.world, engine.policy.theta
+    world = engine.world
     out = np.zeros((len(task_ids), len(groups[0]), world.n_params))
     for i, (task_id, episodes) in enumerate(zip(task_ids, groups, strict=True)):
         plan = world.plans[task_id]
-        p = 1.0 / (1.0 + np.exp(-(theta[plan.features].sum(axis=1) + plan.offsets)))  # (steps,)
+        p = engine.policy.p_right(task_id)  # (steps,)
         for j, e in enumerate(episodes):
             k = e.decisions
             weight = e.right.astype(np.float64) - p[k]  # d log pi / dz of each decision
@@ -103,14 +104,11 @@ def true_quantity(engine: SkillEngine, mode: str, step: int, samples: int) -> np
     cut = rewards[:, : n_groups * g].reshape(len(rewards), n_groups, g)
     adv = group_advantages(cut.reshape(-1, g), scale=engine.policy.config.advantage_scale).reshape(cut.shape)
     ascent = np.einsum("ngs,ngsp->np", adv, grads[:, : n_groups * g].reshape(*cut.shape, -1)) / n_groups
-    if mode == "gain-train":
-        centred = rewards - rewards.mean(axis=1, keepdims=True)
-        target = np.einsum("ns,nsp->p", centred, grads) / rewards.size
-    else:
-        h_rewards, h_groups = sample(engine, engine.heldout_ids, step, samples)
-        h_grads = score_gradients(engine, engine.heldout_ids, h_groups)
-        centred = h_rewards - h_rewards.mean(axis=1, keepdims=True)
-        target = np.einsum("ns,nsp->p", centred, h_grads) / h_rewards.size
+    if mode == "gain-heldout":  # the score the gain is measured on: the pool's own, or the held-out tasks'
+        rewards, groups = sample(engine, engine.heldout_ids, step, samples)
+        grads = score_gradients(engine, engine.heldout_ids, groups)
+    centred = rewards - rewards.mean(axis=1, keepdims=True)
+    target = np.einsum("ns,nsp->p", centred, grads) / rewards.size  # score-function gradient of the mean
     return ascent @ target
 
 
@@ -173,13 +171,10 @@ def main() -> None:
         batch_size = max(1, min(args.batch_size, len(train) // MIN_POOL_PER_SLOT))
         config = SchedulerConfig(batch_size=batch_size, group_size=args.group_size)
         template = EnvSched(catalog, config, seed=0)
+        state = template.state_dict()
 
-        def fresh(label: str, seed: int, template=template):
-            sched = copy.deepcopy(template)
-            state = sched.state_dict()
-            state["rng"] = np.random.default_rng(seed).bit_generator.state
-            sched.load_state_dict(state)
-            return sched
+        def fresh(label: str, seed: int, template=template, state=state):
+            return reseeded(template, state, seed)
 
         runs: dict[str, dict[int, pd.DataFrame]] = {s: {} for s in [*names, *modes]}
         for seed in seeds:
