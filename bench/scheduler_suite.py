@@ -14,7 +14,8 @@ Per regime and scheduler, over worlds (95% t-intervals): steps and rollouts unti
 reaches what random reaches at step T (a world where the target is never reached within the horizon
 counts as horizon + 1 steps and the rollouts spent by then: a lower bound, flagged by `reached`);
 the paper's Table 2 statistics (mean / median selected variance, median reward, environments and tools
-per batch, over the horizon); exploitation hit rate at steps 1 and 7. The best scheduler of a regime has
+per batch, over the horizon); exploitation hit rate at steps 1 and 7; the held-out score at the horizon; in
+attack worlds with flaky verifiers, the share of each batch spent on them. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
 the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
 same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
@@ -114,9 +115,13 @@ def run_world(world: World, names: list[str], horizon: int, target_step: int) ->
     """Every scheduler on one world (run seed = world seed); per scheduler its per-world numbers."""
     out: dict[str, dict] = {}
     runs: dict[str, pd.DataFrame] = {}
+    flaky_ids = set(np.asarray(world.sim.task_ids)[getattr(world.sim, "flaky_tasks", [])])
+    flaky_share: dict[str, float] = {}
     for name in names:
         sched = scheduler_for(world, name, world.seed)
+        picks = watch_picks(sched, flaky_ids)
         runs[name] = run_campaign(sched, world.sim.reset(world.seed), horizon)
+        flaky_share[name] = float(np.mean(picks)) if flaky_ids else float("nan")
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
     for name, m in runs.items():
         steps, rollouts = steps_to_target(m, target)
@@ -133,8 +138,26 @@ def run_world(world: World, names: list[str], horizon: int, target_step: int) ->
             "hit1": m["hit_rate"].iloc[0],
             "hit7": m["hit_rate"].iloc[6],
             "trained": m["trained_groups"].mean() / world.regime.batch_size,
+            "final": m["heldout"].iloc[-1],
+            "flaky": flaky_share[name],
         }
     return out
+
+
+def watch_picks(sched, flaky_ids: set[str]) -> list[float]:
+    """Wrap ``sched.select`` to record, per step, the share of the batch that is a flaky task (attack worlds)."""
+    picks: list[float] = []
+    if not flaky_ids:
+        return picks
+    select = sched.select
+
+    def recorded(step: int) -> pd.DataFrame:
+        batch = select(step)
+        picks.append(float(batch["task_id"].astype(str).isin(flaky_ids).mean()))
+        return batch
+
+    sched.select = recorded
+    return picks
 
 
 def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataFrame:
@@ -157,6 +180,12 @@ def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataF
                 "hit@1": _mean_or_dash(col["hit1"]),
                 "hit@7": _mean_or_dash(col["hit7"]),
                 "trained share": round(float(np.mean(col["trained"])), 3),
+                "final held-out": round(float(np.mean(col["final"])), 3),
+                **(
+                    {}
+                    if np.isnan(col["flaky"]).all()
+                    else {"flaky picks": round(float(np.mean(col["flaky"])), 3)}
+                ),
             }
         )
     return pd.DataFrame(rows)

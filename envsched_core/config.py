@@ -135,6 +135,11 @@ class SchedulerConfig:
     pooled by gold-call count and regressed on log(1 + gold calls) (``envsched_core.progress``). Learned from the
     scheduler's own history, it is exactly 1 until the length slope is significant, so it switches itself off
     where task length does not matter; the learned counterpart of the fixed horizon_discount."""
+    learnability_prior_sd: float = 0.0
+    """Outcome predictor: exploitation and informed coverage weigh a task by how its own success moved per unit of
+    the variance it was trained on, against the pooled rate of the revisited tasks (``envsched_core.learnability``):
+    a posterior mean of the ratio with prior N(1, learnability_prior_sd^2), in [0.05, 1]. Catches tasks whose reward
+    spread the policy cannot learn from (coin-flip verifiers, the `flaky` regime). 0 = off."""
     task_dispersion: bool = True
     """Outcome predictor: exploitation weighs a task's predicted variance by its own variance / mean (1 - mean)
     ratio relative to its environment's, shrunk toward 1 with dispersion_prior_groups pseudo-groups
@@ -263,6 +268,10 @@ class SchedulerConfig:
         need(self.horizon_discount >= 0, f"horizon_discount={self.horizon_discount} must be >= 0 (0 = off).")
         need(self.transfer_weight >= 0, f"transfer_weight={self.transfer_weight} must be >= 0 (0 = off).")
         need(self.optimism >= 0, f"optimism={self.optimism} must be >= 0.")
+        need(
+            self.learnability_prior_sd >= 0,
+            f"learnability_prior_sd={self.learnability_prior_sd} must be >= 0 (0 = off).",
+        )
         need(
             self.coverage_informativeness >= 0,
             f"coverage_informativeness={self.coverage_informativeness} must be >= 0.",

@@ -42,7 +42,8 @@ import numpy as np
 Embedder = Callable[[Sequence[str]], np.ndarray]
 Progress = Callable[[int, int, float], None]  # (texts done, total, texts per second so far)
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-fp32")
-INT8_FILE = "onnx/model_qint8_{config}.onnx"
+INT8_SUFFIX = "int8_{config}"  # named by us: sentence-transformers 5.7 names avx2 weights quint8, older qint8
+INT8_FILE = "onnx/model_" + INT8_SUFFIX + ".onnx"
 logger = logging.getLogger(__name__)
 
 
@@ -119,7 +120,9 @@ def onnx_export(model_path: str, cache_dir: Path | None = None, int8: bool = Tru
             SentenceTransformer(model_path, backend="onnx", device="cpu").save_pretrained(str(scratch))
         if int8 and not (scratch / file_name).exists():
             model = SentenceTransformer(str(scratch), backend="onnx", device="cpu")
-            export_dynamic_quantized_onnx_model(model, config, str(scratch))
+            export_dynamic_quantized_onnx_model(
+                model, config, str(scratch), file_suffix=INT8_SUFFIX.format(config=config)
+            )
         if folder.exists():  # another process finished first, or an fp32-only export is being extended
             for path in scratch.rglob("*"):
                 target = folder / path.relative_to(scratch)

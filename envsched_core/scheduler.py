@@ -43,6 +43,7 @@ from .graph import (
     similarity_matrix,
     within_edge_arrays,
 )
+from .learnability import TaskLearnability
 from .outcome import OutcomeModel
 from .predictor import VariancePredictor
 from .progress import LearningProgress
@@ -160,6 +161,11 @@ class EnvSched:
             if self.cfg.task_dispersion and self.outcome is not None
             else None
         )
+        self.learnability = (
+            TaskLearnability(n_tasks, self.cfg.group_size, self.cfg.learnability_prior_sd)
+            if self.cfg.learnability_prior_sd > 0 and self.outcome is not None
+            else None
+        )
         self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
         self.current_step = 0
         self.last_refresh_step = -1
@@ -237,6 +243,9 @@ class EnvSched:
                     value = value * self.progress.factor()
                 if self.dispersion is not None:
                     value = value * self.dispersion.factor(self.outcome.dispersion()[self.catalog.env])
+                if self.learnability is not None:  # weighs what coverage may teach too
+                    learnable = self.learnability.factor()
+                    value, transfer = value * learnable, transfer * learnable
                 predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat, transfer)
             else:
                 c = self.predictor.components(self.stats, step)
@@ -457,6 +466,8 @@ class EnvSched:
                 self.progress.update(rows, part["mean"].to_numpy(), variance)
             if self.dispersion is not None:
                 self.dispersion.update(rows, part["mean"].to_numpy(), variance)
+            if self.learnability is not None:
+                self.learnability.update(rows, part["mean"].to_numpy(), variance)
             self.stats.update(rows, step, variance, part["mean"].to_numpy())
             self.current_step = max(self.current_step, step)
         self.predictor.refit()
@@ -485,6 +496,7 @@ class EnvSched:
             "outcome": self.outcome.state_dict() if self.outcome is not None else {},
             "progress": self.progress.state_dict() if self.progress is not None else {},
             "dispersion": self.dispersion.state_dict() if self.dispersion is not None else {},
+            "learnability": self.learnability.state_dict() if self.learnability is not None else {},
             "rng": self.rng.bit_generator.state,
             "cross_candidates": self.cross_candidates.copy(),
             "cross_edges": tuple(a.copy() for a in self.cross_edges),
@@ -514,6 +526,8 @@ class EnvSched:
             self.progress.load_state_dict(state["progress"])
         if self.dispersion is not None and state.get("dispersion"):
             self.dispersion.load_state_dict(state["dispersion"])
+        if self.learnability is not None and state.get("learnability"):
+            self.learnability.load_state_dict(state["learnability"])
         self.rng.bit_generator.state = state["rng"]
         self.cross_candidates = np.array(state["cross_candidates"], copy=True)
         self.patterns = np.array(state["patterns"], copy=True)

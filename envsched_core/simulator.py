@@ -417,10 +417,15 @@ class Simulator:
             rows = self._train_rows[pos[informative]]
             # Batch-mean update, as a GRPO loss averaged over the B groups of the training batch.
             push = (self.config.lr / max(max_groups, 1)) * self._load_w[rows] * std[informative][:, None]
+            push = self._push_direction(rows, push)
             self.theta += np.bincount(
                 self._load_idx[rows].ravel(), weights=push.ravel(), minlength=self.n_skills
             )
         return len(informative)
+
+    def _push_direction(self, rows: np.ndarray, push: np.ndarray) -> np.ndarray:
+        """The push of the trained groups of `rows` (a subclass may make some of them noise)."""
+        return push
 
     def drift(self) -> None:
         """Random walk of the shared skills (environment, tool type, family)."""

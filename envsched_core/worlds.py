@@ -9,12 +9,18 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Two mechanisms beyond `SimConfig`, both in `WorldSimulator` so the base simulator stays unchanged:
+Three mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator stays unchanged:
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
 * a scrambled catalogue: the embedding and every signature column (tools, effects, state fields,
   turns, gold calls, verifier, reward kind) are permuted across tasks, so they carry no information
-  about a task's skills or difficulty; only task_id and env_id stay true.
+  about a task's skills or difficulty; only task_id and env_id stay true;
+* flaky verifiers (an attack on variance-seeking schedulers): a share `flaky` of the training tasks
+  reward a draw with a fixed success rate q_i ~ U(0.3, 0.7) whatever the policy does (a verifier that
+  flips a coin, a nondeterministic environment). Their groups look maximally informative and are not:
+  the policy gradient of a reward independent of the actions is zero in expectation, so a trained flaky
+  group pushes each skill it loads on by its usual size times N(0, 1) noise. The catalogue does not mark
+  them and held-out tasks are never flaky.
 
 Regime calibration (`calibrate`) reports random's batch statistics in the form of the EnvSched
 paper's Table 2, so a regime can be tuned to a target (the paper's Qwen3-8B regime: random's mean
@@ -45,13 +51,45 @@ SCRAMBLED_COLUMNS = (
 
 
 class WorldSimulator(Simulator):
-    """A Simulator with optional forgetting and an optionally scrambled (uninformative) catalogue."""
+    """A Simulator with optional forgetting, scrambled catalogue and flaky (policy-blind) verifiers."""
 
-    def __init__(self, config: SimConfig, seed: int = 0, forget: float = 0.0, scramble: bool = False):
+    def __init__(
+        self,
+        config: SimConfig,
+        seed: int = 0,
+        forget: float = 0.0,
+        scramble: bool = False,
+        flaky: float = 0.0,
+    ):
         if not 0.0 <= forget < 1.0:
             raise ValueError(f"WorldSimulator: forget={forget} must be in [0, 1).")
-        self.forget, self.scramble = float(forget), bool(scramble)
+        if not 0.0 <= flaky < 1.0:
+            raise ValueError(f"WorldSimulator: flaky={flaky} must be in [0, 1).")
+        self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         super().__init__(config, seed)
+        # Drawn from a stream of their own, so the rest of the world is the same with or without them.
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 3]))
+        n_all = len(self._task_env)
+        self._flaky = np.zeros(n_all, dtype=bool)
+        self._flaky[self._train_rows] = rng.random(self.n_train) < self.flaky
+        self._flaky_rate = rng.uniform(0.3, 0.7, n_all)
+
+    @property
+    def flaky_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of the flaky ones (oracle; for metrics and tests)."""
+        return self._flaky[self._train_rows]
+
+    def _success(self, rows: np.ndarray) -> np.ndarray:
+        p = super()._success(rows)
+        if self.flaky == 0:
+            return p
+        return np.where(self._flaky[rows], self._flaky_rate[rows], p)
+
+    def _push_direction(self, rows: np.ndarray, push: np.ndarray) -> np.ndarray:
+        if self.flaky == 0 or not self._flaky[rows].any():
+            return push
+        noise = self.rng.normal(size=push.shape)
+        return np.where(self._flaky[rows][:, None], push * noise, push)
 
     def drift(self) -> None:
         super().drift()
@@ -79,6 +117,8 @@ class Regime:
     batch_size: int = 32
     forget: float = 0.0
     scramble: bool = False
+    flaky: float = 0.0
+    """Share of training tasks with a policy-blind (coin-flip) verifier; see `WorldSimulator`."""
     quick_config: SimConfig | None = None
     """A smaller config for quick runs (e.g. the 100k-task regime at 10k); None = the same as `config`."""
     tags: tuple[str, ...] = field(default=())
@@ -90,9 +130,9 @@ class Regime:
     def world(self, seed: int, quick: bool = False) -> Simulator:
         """World number ``seed`` of this regime."""
         config = self.sim_config(quick)
-        if self.forget == 0 and not self.scramble:
+        if self.forget == 0 and not self.scramble and self.flaky == 0:
             return Simulator(config, seed)
-        return WorldSimulator(config, seed, forget=self.forget, scramble=self.scramble)
+        return WorldSimulator(config, seed, forget=self.forget, scramble=self.scramble, flaky=self.flaky)
 
 
 # The base world: 60 environments x 24 tasks (1,440 training tasks), 6 skill families, B = 32, G = 8.
@@ -158,6 +198,14 @@ REGIMES: dict[str, Regime] = {
             "embedding and signatures scrambled across tasks: they carry no information",
             BASE,
             scramble=True,
+        ),
+        Regime(
+            "flaky",
+            "attack: 10% of the training tasks have a coin-flip verifier (reward independent of the "
+            "policy, the most variance a group can show, no learning signal)",
+            BASE,
+            flaky=0.1,
+            tags=("shared",),
         ),
         Regime(
             "large",

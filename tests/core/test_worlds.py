@@ -1,6 +1,7 @@
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from envsched_core.worlds import BASE, REGIMES, Regime, WorldSimulator, calibrate
@@ -41,3 +42,44 @@ def test_worlds_paper_regime_is_calibrated_to_table_2():
     stats = calibrate(REGIMES["paper"], seeds=[100, 101], steps=30).mean()
     assert 0.02 < stats["mean_var"] < 0.045  # the paper: random's mean selected variance 0.032
     assert 0.5 < stats["median_reward"] < 0.7  # the paper: median reward 0.595
+
+
+def test_worlds_flaky_verifiers_ignore_the_policy_and_teach_nothing_on_average():
+    sim = WorldSimulator(replace(SMALL, drift=0.0), seed=4, flaky=0.3)
+    flaky = sim.flaky_tasks
+    assert 0.1 < flaky.mean() < 0.5 and len(flaky) == sim.n_train
+    before = sim.success_probability()
+    assert np.all((before[flaky] >= 0.3) & (before[flaky] <= 0.7))
+    sim.theta += 2.0  # a much better policy: every learnable task gets easier, no flaky one moves
+    after = sim.success_probability()
+    np.testing.assert_array_equal(after[flaky], before[flaky])
+    assert np.all(after[~flaky] > before[~flaky])
+    # Training on flaky groups only: pushes of the usual size in random directions, mean ~0 per skill.
+    sim.theta -= 2.0
+    ids = pd.Series(np.asarray(sim.task_ids)[flaky])
+    moves = []
+    for step in range(200):
+        start = sim.theta.copy()
+        sim.train(sim.rollout(pd.DataFrame({"task_id": ids}), step), max_groups=len(ids))
+        moves.append(sim.theta - start)
+    moves = np.array(moves)
+    assert np.abs(moves).sum(axis=1).mean() > 0  # they do move the policy ...
+    env_skills = moves[:, : sim._off_type].sum(axis=1)
+    assert abs(env_skills.mean()) < 3 * env_skills.std() / np.sqrt(len(env_skills))  # ... nowhere on average
+    assert heldout_of(sim) == heldout_of(
+        WorldSimulator(replace(SMALL, drift=0.0), seed=4)
+    )  # held-out stay true
+    with pytest.raises(ValueError, match="flaky=1.0"):
+        WorldSimulator(SMALL, flaky=1.0)
+
+
+def heldout_of(sim: WorldSimulator) -> float:
+    sim.theta = sim._theta0.copy()
+    return sim.heldout_score()
+
+
+def test_worlds_without_flaky_tasks_are_the_plain_simulator():
+    plain = Regime("t", "test", SMALL).world(5)
+    same = WorldSimulator(SMALL, seed=5)
+    np.testing.assert_array_equal(plain.success_probability(), same.success_probability())
+    assert not same.flaky_tasks.any()
