@@ -2,7 +2,7 @@ import copy
 
 import numpy as np
 import pandas as pd
-from task_frames import group, make_tasks
+from task_frames import group, make_tasks, rollouts_for
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.learnability import FLOOR, TaskLearnability
@@ -71,12 +71,8 @@ def test_learnability_state_round_trips_exactly():
     catalog = TaskCatalog.from_frame(make_tasks(n_envs=3, per_env=6))
     cfg = SchedulerConfig(batch_size=6, learnability_prior_sd=1.0)
     original = EnvSched(catalog, cfg, seed=0)
-    rng = np.random.default_rng(0)
     for step in range(1, 6):
-        batch = original.select(step)
-        original.observe(
-            pd.concat([group(t, step, rng.integers(0, 2, 8).tolist()) for t in batch["task_id"]])
-        )
+        original.observe(rollouts_for(original.select(step), step))
     resumed = EnvSched(catalog, cfg, seed=5)
     resumed.load_state_dict(copy.deepcopy(original.state_dict()))
     np.testing.assert_array_equal(resumed.learnability.factor(), original.learnability.factor())
