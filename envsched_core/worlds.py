@@ -9,7 +9,8 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Three mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator stays unchanged:
+Three mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+(it only gained the `_push_direction` hook):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
 * a scrambled catalogue: the embedding and every signature column (tools, effects, state fields,
