@@ -32,11 +32,11 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
 
 
-def timed(fn) -> float:
-    """Seconds fn() took, untraced: tracemalloc makes allocation-heavy code several times slower."""
+def timed(fn):
+    """(result, seconds) of fn(), untraced: tracemalloc makes allocation-heavy code several times slower."""
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    out = fn()
+    return out, time.perf_counter() - t0
 
 
 def timed_peak(fn):
@@ -71,13 +71,12 @@ def measure(n_tasks: int, batch_size: int) -> dict:
     t_graph = time.perf_counter() - t0
     rss_graph = rss_mib()
     batch = sched.select(1)
-    t_observe = timed(lambda: sched.observe(sim.rollout(batch, 1)))  # incl. the global refit
-    t0 = time.perf_counter()
-    batch = sched.select(2)
-    t_select = time.perf_counter() - t0
-    t_predict = timed(lambda: sched.predict(2))
+    _, t_observe = timed(lambda: sched.observe(sim.rollout(batch, 1)))  # incl. the global refit
+    batch, t_select = timed(lambda: sched.select(2))
+    _, t_predict = timed(lambda: sched.predict(2))
     rollouts = sim.rollout(batch, 2)
-    t_observe_2 = timed(lambda: sched.observe(rollouts))  # a later step: cross edges re-ranked where changed
+    # a later step: cross edges re-ranked where changed
+    _, t_observe_2 = timed(lambda: sched.observe(rollouts))
     # peaks from traced calls at the next step (tracemalloc slowed select 1.6x at 100k, so times are untraced)
     _, _, m_select = timed_peak(lambda: sched.select(3))
     _, _, m_predict = timed_peak(lambda: sched.predict(3))
