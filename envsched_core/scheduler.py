@@ -408,9 +408,10 @@ class EnvSched:
         tool_count = np.asarray(tools.getnnz(axis=1), dtype=float)
         jitter = TIE_JITTER * self.rng.random(len(self.catalog))
 
-        def score(rows: np.ndarray) -> np.ndarray:
+        def score(rows: np.ndarray, row_tools=None) -> np.ndarray:
             e, p = env[rows], pattern[rows]
-            new_tools = tool_count[rows] - tools[rows] @ covered.astype(float)
+            row_tools = tools[rows] if row_tools is None else row_tools
+            new_tools = tool_count[rows] - row_tools @ covered.astype(float)
             return (
                 1.0 / np.sqrt(1.0 + N_env[e] + batch_env[e])
                 + 1.0 / np.sqrt(1.0 + n[rows])
@@ -428,13 +429,14 @@ class EnvSched:
         full = np.zeros(len(self.catalog))
         full[candidates] = score(candidates)
         pool = _prune(full, candidates, env, room, max(cfg.pool_factor * cfg.batch_size, slots))
+        pool_tools = tools[pool]  # sliced once: re-slicing the catalogue's rows every pick cost 0.06 s at 1M
         open_ = np.ones(len(pool), dtype=bool)
         picks = []
         for _ in range(slots):
             open_ &= room[env[pool]] > 0
             if not open_.any():
                 break
-            k = int(np.argmax(np.where(open_, score(pool), -np.inf)))
+            k = int(np.argmax(np.where(open_, score(pool, pool_tools), -np.inf)))
             row = pool[k]
             picks.append(row)
             open_[k] = False

@@ -5,7 +5,13 @@ from task_frames import group, make_tasks
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.graph import propagation_matrix
-from envsched_core.outcome import OutcomeModel, sigmoid, task_features
+from envsched_core.outcome import (
+    OutcomeModel,
+    _sum_over_nonzero_columns,
+    expected_bernoulli_variance,
+    sigmoid,
+    task_features,
+)
 from envsched_core.scheduler import frontier_transfer_factor
 
 
@@ -314,3 +320,31 @@ def test_informed_coverage_prefers_unseen_tasks_whose_tools_more_frontier_tasks_
     assert (
         "env1" not in picks[1.0] and "env2" not in picks[1.0]
     )  # 6 frontier tasks share get_order, 3 send_mail
+
+
+def test_seen_only_propagation_gives_the_full_mat_vec_sums_exactly():
+    rng = np.random.default_rng(0)
+    n = 2000
+    src, dst = np.repeat(np.arange(n), 4), rng.integers(0, n, 4 * n)
+    W = propagation_matrix(src, dst, rng.random(4 * n).astype(np.float32), n, 0.1)
+    P = np.zeros(n)
+    seen = rng.choice(n, 50, replace=False)
+    P[seen] = rng.random(50) * 3
+    Pm = P * rng.normal(size=n)
+    N, S = _sum_over_nonzero_columns(W, P, Pm)
+    full = W @ np.column_stack([P, Pm])
+    assert np.array_equal(N, full[:, 0]) and np.array_equal(S, full[:, 1])
+    assert (N > 0).sum() > 0 and (N[np.asarray(W[:, seen].sum(axis=1)).ravel() == 0] == 0).all()
+
+
+def test_float32_expected_bernoulli_variance_matches_float64_and_stays_positive():
+    z = np.array([-60.0, -8.0, -1.0, 0.0, 2.5, 40.0])
+    sd = np.array([0.0, 0.5, 1.0, 3.0, 0.2, 1.0])
+    nodes, weights = np.polynomial.hermite_e.hermegauss(5)
+    p = sigmoid(z[:, None] + sd[:, None] * nodes[None, :])
+    reference = (p * (1.0 - p)) @ (weights / weights.sum())
+    fast = expected_bernoulli_variance(z, sd)
+    assert fast.dtype == np.float64
+    np.testing.assert_allclose(fast[1:-1], reference[1:-1], rtol=1e-5)
+    assert reference[0] == reference[-1] == 0  # 1 - sigmoid(60) rounds to 0 in float64 ...
+    assert (fast > 0).all()  # ... e^-|x| / (1 + e^-|x|)^2 does not
