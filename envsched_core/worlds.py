@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Three mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Four mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction` hook):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -22,6 +22,10 @@ Three mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulat
   the policy gradient of a reward independent of the actions is zero in expectation, so a trained flaky
   group pushes each skill it loads on by its usual size times N(0, 1) noise. The catalogue does not mark
   them and held-out tasks are never flaky.
+* environment updates (an attack on schedulers that trust their history): after step `shift_step` a share
+  `shift` of the environments is updated, and every task in them, training and held-out alike, gets
+  `shift_size` logits harder or easier (the sign drawn per environment), once. What was learned about those
+  environments' tasks is stale from then on; a scheduler has to notice from the rewards alone.
 
 Regime calibration (`calibrate`) reports random's batch statistics in the form of the EnvSched
 paper's Table 2, so a regime can be tuned to a target (the paper's Qwen3-8B regime: random's mean
@@ -61,19 +65,55 @@ class WorldSimulator(Simulator):
         forget: float = 0.0,
         scramble: bool = False,
         flaky: float = 0.0,
+        shift: float = 0.0,
+        shift_step: int = 30,
+        shift_size: float = 2.5,
     ):
         if not 0.0 <= forget < 1.0:
             raise ValueError(f"WorldSimulator: forget={forget} must be in [0, 1).")
         if not 0.0 <= flaky < 1.0:
             raise ValueError(f"WorldSimulator: flaky={flaky} must be in [0, 1).")
+        if not 0.0 <= shift <= 1.0 or shift_step < 1:
+            raise ValueError(
+                f"WorldSimulator: shift={shift} must be in [0, 1], shift_step={shift_step} >= 1."
+            )
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
+        self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
+        self._shift_offset = None
         super().__init__(config, seed)
-        # Drawn from a stream of their own, so the rest of the world is the same with or without them.
+        # Drawn from streams of their own, so the rest of the world is the same with or without them.
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 3]))
         n_all = len(self._task_env)
         self._flaky = np.zeros(n_all, dtype=bool)
         self._flaky[self._train_rows] = rng.random(self.n_train) < self.flaky
         self._flaky_rate = rng.uniform(0.3, 0.7, n_all)
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
+        moved = rng.random(config.n_envs) < self.shift
+        sign = rng.choice([-1.0, 1.0], size=config.n_envs)
+        self._shift_offset = (moved * sign * self.shift_size)[self._task_env]  # per task, train and held-out
+        self._difficulty0 = self._difficulty.copy()
+
+    @property
+    def shifted_envs(self) -> np.ndarray:
+        """Mask over environments whose difficulty moves at ``shift_step`` (oracle; for tests)."""
+        moved = np.zeros(self.config.n_envs, dtype=bool)
+        moved[self._task_env[self._shift_offset != 0]] = True
+        return moved
+
+    def reset(self, run_seed: int = 0) -> WorldSimulator:
+        super().reset(run_seed)
+        self.steps_done = 0
+        if self._shift_offset is not None:  # None while the base class builds the world
+            self._difficulty = self._difficulty0.copy()
+        return self
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "steps_done": self.steps_done, "difficulty": self._difficulty.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.steps_done = int(state["steps_done"])
+        self._difficulty = np.asarray(state["difficulty"], dtype=float).copy()
 
     @property
     def flaky_tasks(self) -> np.ndarray:
@@ -97,6 +137,9 @@ class WorldSimulator(Simulator):
         if self.forget > 0:  # shared skills decay toward where they started
             n_shared = self._off_task
             self.theta[:n_shared] -= self.forget * (self.theta[:n_shared] - self._theta0[:n_shared])
+        self.steps_done += 1
+        if self.steps_done == self.shift_step and self.shift > 0:  # the environments are updated
+            self._difficulty = self._difficulty + self._shift_offset
 
     def catalog_frame(self) -> pd.DataFrame:
         frame = super().catalog_frame()
@@ -120,6 +163,8 @@ class Regime:
     scramble: bool = False
     flaky: float = 0.0
     """Share of training tasks with a policy-blind (coin-flip) verifier; see `WorldSimulator`."""
+    shift: float = 0.0
+    """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     quick_config: SimConfig | None = None
     """A smaller config for quick runs (e.g. the 100k-task regime at 10k); None = the same as `config`."""
     tags: tuple[str, ...] = field(default=())
@@ -131,9 +176,11 @@ class Regime:
     def world(self, seed: int, quick: bool = False) -> Simulator:
         """World number ``seed`` of this regime."""
         config = self.sim_config(quick)
-        if self.forget == 0 and not self.scramble and self.flaky == 0:
+        if self.forget == 0 and not self.scramble and self.flaky == 0 and self.shift == 0:
             return Simulator(config, seed)
-        return WorldSimulator(config, seed, forget=self.forget, scramble=self.scramble, flaky=self.flaky)
+        return WorldSimulator(
+            config, seed, forget=self.forget, scramble=self.scramble, flaky=self.flaky, shift=self.shift
+        )
 
 
 # The base world: 60 environments x 24 tasks (1,440 training tasks), 6 skill families, B = 32, G = 8.
@@ -206,6 +253,14 @@ REGIMES: dict[str, Regime] = {
             "policy, the most variance a group can show, no learning signal)",
             BASE,
             flaky=0.1,
+            tags=("shared",),
+        ),
+        Regime(
+            "shift",
+            "attack: after step 30, a third of the environments are updated and every task in them gets "
+            "2.5 logits harder or easier (training and held-out alike); history about them goes stale at once",
+            BASE,
+            shift=1 / 3,
             tags=("shared",),
         ),
         Regime(

@@ -83,3 +83,29 @@ def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     same = WorldSimulator(SMALL, seed=5)
     np.testing.assert_array_equal(plain.success_probability(), same.success_probability())
     assert not same.flaky_tasks.any()
+
+
+def test_worlds_shift_moves_the_chosen_environments_at_its_step_and_resets():
+    sim = WorldSimulator(replace(SMALL, n_envs=12, drift=0.0), seed=5, shift=0.5, shift_step=3)
+    moved = sim.shifted_envs
+    assert 0 < moved.sum() < len(moved)
+    env = sim._task_env
+    before = sim._difficulty.copy()
+    for _ in range(2):
+        sim.drift()
+    np.testing.assert_array_equal(sim._difficulty, before)  # nothing moves before the shift step
+    saved = sim.state_dict()
+    sim.drift()  # the third step ends: the environments are updated
+    change = sim._difficulty - before
+    np.testing.assert_allclose(np.abs(change[moved[env]]), 2.5)  # training and held-out tasks alike
+    assert (change[~moved[env]] == 0).all()
+    assert len(np.unique(np.sign(change[moved[env]]))) == 2  # some got harder, some easier
+    sim.drift()
+    np.testing.assert_array_equal(sim._difficulty - before, change)  # once, not every step
+    sim.load_state_dict(saved)  # a resume before the shift step shifts again at it
+    sim.drift()
+    np.testing.assert_array_equal(sim._difficulty - before, change)
+    sim.reset(1)
+    np.testing.assert_array_equal(sim._difficulty, before)
+    with pytest.raises(ValueError, match="shift=1.5"):
+        WorldSimulator(SMALL, shift=1.5)
