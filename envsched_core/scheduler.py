@@ -408,9 +408,8 @@ class EnvSched:
         tool_count = np.asarray(tools.getnnz(axis=1), dtype=float)
         jitter = TIE_JITTER * self.rng.random(len(self.catalog))
 
-        def score(rows: np.ndarray, row_tools=None) -> np.ndarray:
+        def score(rows: np.ndarray, row_tools: sp.csr_matrix) -> np.ndarray:
             e, p = env[rows], pattern[rows]
-            row_tools = tools[rows] if row_tools is None else row_tools
             new_tools = tool_count[rows] - row_tools @ covered.astype(float)
             return (
                 1.0 / np.sqrt(1.0 + N_env[e] + batch_env[e])
@@ -427,7 +426,7 @@ class EnvSched:
         if len(candidates) == 0:
             return np.zeros(0, np.int64)
         full = np.zeros(len(self.catalog))
-        full[candidates] = score(candidates)
+        full[candidates] = score(candidates, tools[candidates])
         pool = _prune(full, candidates, env, room, max(cfg.pool_factor * cfg.batch_size, slots))
         pool_tools = tools[pool]  # sliced once: re-slicing the catalogue's rows every pick cost 0.06 s at 1M
         open_ = np.ones(len(pool), dtype=bool)

@@ -79,7 +79,6 @@ class WorldSimulator(Simulator):
             )
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
-        self._shift_offset = None
         super().__init__(config, seed)
         # Drawn from streams of their own, so the rest of the world is the same with or without them.
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 3]))
@@ -91,7 +90,6 @@ class WorldSimulator(Simulator):
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
         self._shift_offset = (moved * sign * self.shift_size)[self._task_env]  # per task, train and held-out
-        self._difficulty0 = self._difficulty.copy()
 
     @property
     def shifted_envs(self) -> np.ndarray:
@@ -100,20 +98,27 @@ class WorldSimulator(Simulator):
         moved[self._task_env[self._shift_offset != 0]] = True
         return moved
 
+    def _build_world(self, rng: np.random.Generator) -> None:
+        super()._build_world(rng)
+        self._difficulty0 = self._difficulty  # before any shift; `_difficulty` is replaced, never edited
+
+    def _set_steps_done(self, steps: int) -> None:
+        """Steps completed since reset, and the difficulties they imply (shifted from `shift_step` on)."""
+        self.steps_done = steps
+        shifted = self.shift > 0 and steps >= self.shift_step
+        self._difficulty = self._difficulty0 + self._shift_offset if shifted else self._difficulty0
+
     def reset(self, run_seed: int = 0) -> WorldSimulator:
         super().reset(run_seed)
-        self.steps_done = 0
-        if self._shift_offset is not None:  # None while the base class builds the world
-            self._difficulty = self._difficulty0.copy()
+        self._set_steps_done(0)
         return self
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "steps_done": self.steps_done, "difficulty": self._difficulty.copy()}
+        return {**super().state_dict(), "steps_done": self.steps_done}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.steps_done = int(state["steps_done"])
-        self._difficulty = np.asarray(state["difficulty"], dtype=float).copy()
+        self._set_steps_done(int(state["steps_done"]))
 
     @property
     def flaky_tasks(self) -> np.ndarray:
@@ -137,9 +142,7 @@ class WorldSimulator(Simulator):
         if self.forget > 0:  # shared skills decay toward where they started
             n_shared = self._off_task
             self.theta[:n_shared] -= self.forget * (self.theta[:n_shared] - self._theta0[:n_shared])
-        self.steps_done += 1
-        if self.steps_done == self.shift_step and self.shift > 0:  # the environments are updated
-            self._difficulty = self._difficulty + self._shift_offset
+        self._set_steps_done(self.steps_done + 1)  # at shift_step the environments are updated
 
     def catalog_frame(self) -> pd.DataFrame:
         frame = super().catalog_frame()
