@@ -122,6 +122,7 @@ class TaskCatalog:
     state_fields: sp.csr_matrix  # (N, S) binary
     signature: np.ndarray  # (N, s) float32 standardised static cross-env signature
     gold_calls: np.ndarray | None = None  # (N,) float64 gold tool calls per task (0 where unknown)
+    verifier_kind: np.ndarray | None = None  # (N,) int code of the task's verifier (else its reward_kind)
 
     def __post_init__(self) -> None:
         self._index = pd.Index(self.task_ids)
@@ -205,7 +206,16 @@ class TaskCatalog:
             state_fields=state_fields,
             signature=standardise(raw_signature),
             gold_calls=_numeric_column(df, "gold_calls").astype(np.float64),
+            verifier_kind=_verifier_kind(df),
         )
+
+
+def _verifier_kind(df: pd.DataFrame) -> np.ndarray:
+    """Per task, an int code of how it is rewarded: its ``verifier`` column, else ``reward_kind``, else 0."""
+    for name in ("verifier", "reward_kind"):
+        if name in df.columns:
+            return pd.factorize(df[name].fillna("").astype(str))[0].astype(np.int32)
+    return np.zeros(len(df), dtype=np.int32)
 
 
 def _stack_embeddings(df: pd.DataFrame) -> np.ndarray:

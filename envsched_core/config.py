@@ -107,6 +107,10 @@ class SchedulerConfig:
     """Forgetting of a task's own evidence: its residual precision is multiplied by this per step of age."""
     dispersion_prior_groups: float = 4.0
     """Pseudo-groups pulling an environment's variance / mean(1 - mean) ratio toward the pooled ratio."""
+    dispersion_by_verifier: bool = True
+    """Pool the dispersion ratio per verifier kind (the catalogue's ``verifier``, else ``reward_kind``) before
+    pooling globally: an environment not yet seen mixed takes the ratio of environments rewarded the same way
+    (binary checks ~1, K partial checks ~1/K), not the average over every kind."""
     horizon_discount: float = 0.0
     """Outcome predictor: exploitation ranks a task at v_hat / (1 + gold calls)^horizon_discount: a group's
     advantage is shared by every decision of a rollout, so a long task's reward difference can teach each

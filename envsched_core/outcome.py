@@ -150,6 +150,17 @@ class Prediction:
     frontier: np.ndarray  # E[p (1 - p)] under the posterior (d E[reward] / dz), no dispersion
 
 
+def environment_verifier_kind(catalog: TaskCatalog) -> np.ndarray:
+    """Per environment, the verifier kind most of its tasks have (0 for every one when the catalogue has none)."""
+    kinds = catalog.verifier_kind
+    if kinds is None or len(kinds) == 0:
+        return np.zeros(catalog.n_envs, dtype=np.int64)
+    counts = sp.csr_matrix(
+        (np.ones(len(kinds)), (catalog.env, kinds)), shape=(catalog.n_envs, int(kinds.max()) + 1)
+    ).toarray()
+    return counts.argmax(axis=1).astype(np.int64)
+
+
 class OutcomeModel:
     """Global online logistic model + per-task residual posteriors + residual propagation along W and X."""
 
@@ -175,6 +186,9 @@ class OutcomeModel:
         self.disp_num = np.zeros(n_env)  # sum of realised variances per environment
         self.disp_den = np.zeros(n_env)  # sum of mean (1 - mean) per environment
         self.disp_groups = np.zeros(n_env)  # groups with mean in (0, 1) per environment
+        self.env_kind = (
+            environment_verifier_kind(catalog) if cfg.dispersion_by_verifier else np.zeros(n_env, int)
+        )
         # recent groups for the global refit: task row, step, mean reward, trials
         self.buffer = np.zeros((0, 4))
         self.n_fits = 0
@@ -290,14 +304,19 @@ class OutcomeModel:
 
     # --- dispersion -------------------------------------------------------------------------------
     def dispersion(self) -> np.ndarray:
-        """c_e per environment: realised variance / mean (1 - mean), shrunk to the pooled ratio by
-        dispersion_prior_groups pseudo-groups of the typical group's mean (1 - mean); the pooled ratio itself
-        starts at 1 (binary rewards) with as many pseudo-groups."""
+        """c_e per environment: realised variance / mean (1 - mean), shrunk to its verifier kind's pooled ratio
+        by dispersion_prior_groups pseudo-groups of the typical group's mean (1 - mean); a kind's ratio is shrunk
+        the same way to the ratio pooled over every kind, which itself starts at 1 (binary rewards)."""
         k = self.cfg.dispersion_prior_groups
         n_groups = self.disp_groups.sum()
         unit = self.disp_den.sum() / n_groups if n_groups > 0 else 0.25  # one group's mean (1 - mean)
         pooled = (self.disp_num.sum() + k * unit) / (self.disp_den.sum() + k * unit)
-        return (self.disp_num + k * unit * pooled) / (self.disp_den + k * unit)
+        prior = np.full(len(self.disp_num), pooled)
+        if self.env_kind.max(initial=0) > 0:  # several kinds: each environment shrinks to its kind's ratio
+            kind_num = np.bincount(self.env_kind, weights=self.disp_num)
+            kind_den = np.bincount(self.env_kind, weights=self.disp_den)
+            prior = ((kind_num + k * unit * pooled) / (kind_den + k * unit))[self.env_kind]
+        return (self.disp_num + k * unit * prior) / (self.disp_den + k * unit)
 
     # --- prediction -------------------------------------------------------------------------------
     def predict(self, step: int) -> Prediction:

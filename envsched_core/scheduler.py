@@ -458,9 +458,11 @@ class EnvSched:
         for step, part in groups.groupby("step", sort=True):
             rows, step = part["idx"].to_numpy(), int(step)
             variance = part["variance"].to_numpy()
-            # the prediction as it stood before this visit, paired with what was realised
-            self.predictor.record(self.predictor.components(self.stats, step, rows), variance)
-            if self.outcome is not None:
+            # the paper's fusion refits on its predictions before each visit paired with what was realised;
+            # the outcome model fits its own (the fusion's refit is unused there, and was 10% of a step)
+            if self.outcome is None:
+                self.predictor.record(self.predictor.components(self.stats, step, rows), variance)
+            else:
                 trials = part["size"].to_numpy(dtype=float)
                 self.outcome.update(rows, step, part["mean"].to_numpy(), variance, trials)
             if self.progress is not None:
@@ -471,7 +473,8 @@ class EnvSched:
                 self.learnability.update(rows, part["mean"].to_numpy(), variance)
             self.stats.update(rows, step, variance, part["mean"].to_numpy())
             self.current_step = max(self.current_step, step)
-        self.predictor.refit()
+        if self.outcome is None:
+            self.predictor.refit()
         every = self.cfg.cross_refresh_every
         if every and self.current_step - self.last_refresh_step >= every:
             self._refresh_cross()

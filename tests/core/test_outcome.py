@@ -267,6 +267,27 @@ def test_outcome_dispersion_prior_yields_to_a_few_graded_groups(catalog):
     assert m.dispersion()[1] < 0.6
 
 
+@pytest.mark.parametrize("by_verifier", [True, False])
+def test_outcome_dispersion_of_an_unseen_environment_follows_its_verifier_kind(by_verifier):
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=4, per_env=6))  # env 0, 2: state_match; 1, 3: graded
+    cfg = SchedulerConfig(
+        use_within_edges=False, use_cross_edges=False, rho=1.0, dispersion_by_verifier=by_verifier
+    )
+    m = model(catalog, cfg)
+    rng = np.random.default_rng(2)
+    for step in range(1, 11):  # env 0 binary, env 1 four partial checks; env 2 and env 3 never seen
+        binary = (rng.random((6, 8)) < 0.5).astype(float)
+        graded = rng.binomial(4, 0.5, size=(6, 8)) / 4
+        for rows, r in ((np.arange(6), binary), (np.arange(6, 12), graded)):
+            m.update(rows, step, r.mean(axis=1), r.var(axis=1), np.full(6, 8.0))
+    c = m.dispersion()
+    if by_verifier:  # each unseen environment takes the ratio of the seen one rewarded the same way
+        assert c[2] == pytest.approx(c[0], abs=0.1) and c[3] == pytest.approx(c[1], abs=0.1)
+        assert c[2] > 2.5 * c[3]
+    else:  # both take the ratio pooled over every kind
+        assert c[2] == pytest.approx(c[3]) and c[1] < c[2] < c[0]
+
+
 def shared_tool_catalog() -> TaskCatalog:
     """3 environments x 4 tasks: env0 and env1 call get_order, env2 send_mail."""
     frame = make_tasks(n_envs=3, per_env=4)
