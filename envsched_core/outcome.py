@@ -57,7 +57,6 @@ _ML_NODES, _ML_WEIGHTS = np.polynomial.hermite_e.hermegauss(16)
 _ML_LOG_WEIGHTS = np.log(_ML_WEIGHTS / _ML_WEIGHTS.sum())
 FIRST_VISIT_FIELDS = ("f", "N_W", "S_W", "N_X", "S_X", "mean", "trials")
 PRIOR_FIT_LOG_SD = 1.0  # sd (log scale) of the pull of fitted (a_W, a_X, tau) toward the configured values
-PRIOR_FIT_ITERS = 4  # L-BFGS iterations per step: warm-started, and a step adds only a few first visits
 DENSE_BLOCK = 65_536  # rows per block of f's dense part: a float64 copy of one block, not of all N rows
 SPARSE_OPERAND_SHARE = 0.25  # below this share of seen tasks, propagation sums only the edges into seen ones
 PRIOR_FIT_BOUNDS = np.array([(1e-3, 20.0), (1e-3, 20.0), (0.1, 8.0)])  # a_W, a_X, tau (logits)
