@@ -288,6 +288,24 @@ def test_outcome_dispersion_of_an_unseen_environment_follows_its_verifier_kind(b
         assert c[2] == pytest.approx(c[3]) and c[1] < c[2] < c[0]
 
 
+def test_outcome_dispersion_with_one_verifier_kind_is_the_pooled_rule():
+    frame = make_tasks(n_envs=3, per_env=6)
+    frame["verifier"] = "state_match"  # one source, one verifier: nothing to pool by kind
+    catalog = TaskCatalog.from_frame(frame)
+    rng = np.random.default_rng(3)
+    graded = rng.binomial(4, 0.5, size=(6, 8)) / 4
+    ratios = []
+    for by_verifier in (True, False):
+        cfg = SchedulerConfig(
+            use_within_edges=False, use_cross_edges=False, rho=1.0, dispersion_by_verifier=by_verifier
+        )
+        m = model(catalog, cfg)
+        m.update(np.arange(6), 1, graded.mean(axis=1), graded.var(axis=1), np.full(6, 8.0))
+        ratios.append(m.dispersion())
+    np.testing.assert_array_equal(ratios[0], ratios[1])
+    assert ratios[0][0] < ratios[0][1]  # the seen graded environment is below the pooled prior of the others
+
+
 def shared_tool_catalog() -> TaskCatalog:
     """3 environments x 4 tasks: env0 and env1 call get_order, env2 send_mail."""
     frame = make_tasks(n_envs=3, per_env=4)
