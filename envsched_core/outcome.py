@@ -150,14 +150,15 @@ class Prediction:
 
 
 def environment_verifier_kind(catalog: TaskCatalog) -> np.ndarray:
-    """Per environment, the verifier kind most of its tasks have (0 for every one when the catalogue has none)."""
+    """Per environment, the verifier kind most of its tasks have, numbered 0..K-1 (all 0 when there is one kind)."""
     kinds = catalog.verifier_kind
     if kinds is None or len(kinds) == 0:
         return np.zeros(catalog.n_envs, dtype=np.int64)
     counts = sp.csr_matrix(
         (np.ones(len(kinds)), (catalog.env, kinds)), shape=(catalog.n_envs, int(kinds.max()) + 1)
     ).toarray()
-    return counts.argmax(axis=1).astype(np.int64)
+    # numbered 0..K-1 in order of first code, so "several kinds" is exactly max() > 0
+    return np.unique(counts.argmax(axis=1), return_inverse=True)[1].astype(np.int64)
 
 
 class OutcomeModel:

@@ -288,9 +288,12 @@ def test_outcome_dispersion_of_an_unseen_environment_follows_its_verifier_kind(b
         assert c[2] == pytest.approx(c[3]) and c[1] < c[2] < c[0]
 
 
-def test_outcome_dispersion_with_one_verifier_kind_is_the_pooled_rule():
+@pytest.mark.parametrize("minority", [False, True])
+def test_outcome_dispersion_with_one_verifier_kind_is_the_pooled_rule(minority):
     frame = make_tasks(n_envs=3, per_env=6)
     frame["verifier"] = "state_match"  # one source, one verifier: nothing to pool by kind
+    if minority:  # the first task's own verifier gets code 0, but every environment's majority is state_match
+        frame.loc[0, "verifier"] = "exact_match"
     catalog = TaskCatalog.from_frame(frame)
     rng = np.random.default_rng(3)
     graded = rng.binomial(4, 0.5, size=(6, 8)) / 4
