@@ -8,7 +8,10 @@ Regimes come from `envsched_core.worlds.REGIMES` (shared vs private difficulty, 
 the paper's Table 2 regime, binary vs graded, catalogue size, learning rate / drift / forgetting, few
 large vs many small environments, and a scrambled catalogue where embedding and signatures carry no
 information). Each regime is drawn with several *world* seeds (new tasks, skills and catalogue); the
-report seeds (default 100..) are disjoint from the seeds used while tuning (0..4).
+report seeds (default 100..) are disjoint from the seeds used while tuning (0..4). `--regimes stress` runs
+`envsched_core.worlds.STRESS_REGIMES` instead: held-out variations never used for tuning (G = 4 and 16,
+B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regime with G = 4, B = 64
+or environment updates, a scrambled catalogue with coin-flip verifiers).
 
 Per regime and scheduler, over worlds (95% t-intervals): steps and rollouts until the held-out score
 reaches what random reaches at step T (a world where the target is never reached within the horizon
@@ -43,7 +46,7 @@ from threadpoolctl import threadpool_limits
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.schedulers import SCHEDULERS
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
-from envsched_core.worlds import REGIMES, Regime
+from envsched_core.worlds import ALL_REGIMES, REGIMES, STRESS_REGIMES, Regime
 
 BASELINES: dict[str, Callable] = {
     name: (lambda cat, b, spec=spec: spec.cls(cat, spec.config_cls(batch_size=b)))
@@ -232,7 +235,7 @@ def world_job(job: tuple[str, int, bool, list[str], int, int]) -> dict[str, dict
     """One (regime, world seed): every scheduler on that world (a pool worker's unit of work)."""
     name, seed, quick, run_names, horizon, target_step = job
     with threadpool_limits(limits=1):  # small matrices: BLAS threads only thrash on a shared machine
-        return run_world(make_world(REGIMES[name], seed, quick), run_names, horizon, target_step)
+        return run_world(make_world(ALL_REGIMES[name], seed, quick), run_names, horizon, target_step)
 
 
 def cpu_seconds() -> float:
@@ -252,7 +255,11 @@ def run_suite() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="small worlds, 5 seeds, ablations in 3 regimes")
-    parser.add_argument("--regimes", default=None, help="comma list (default: all)")
+    parser.add_argument(
+        "--regimes",
+        default=None,
+        help="comma list (default: every suite regime; 'stress': the held-out ones)",
+    )
     parser.add_argument(
         "--schedulers", default=None, help="comma list (default: baselines, envsched, ablations)"
     )
@@ -269,9 +276,10 @@ def run_suite() -> None:
     if args.workers < 1:
         parser.error(f"--workers={args.workers} must be >= 1")
     regimes = args.regimes.split(",") if args.regimes else list(REGIMES)
-    unknown = [r for r in regimes if r not in REGIMES]
+    regimes = [n for r in regimes for n in (STRESS_REGIMES if r == "stress" else [r])]
+    unknown = [r for r in regimes if r not in ALL_REGIMES]
     if unknown:
-        parser.error(f"unknown regime(s) {unknown}; known: {list(REGIMES)}")
+        parser.error(f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)} or 'stress'")
     default_names = [*BASELINES, *ABLATIONS]
     names = args.schedulers.split(",") if args.schedulers else default_names
     unknown = [n for n in names if n not in BASELINES and n not in ABLATIONS]
@@ -309,7 +317,7 @@ def run_suite() -> None:
         results = pool.imap(world_job, jobs) if parallel else map(world_job, jobs)
         t0 = time.perf_counter()
         for name in regimes:
-            regime, run_names = REGIMES[name], plan[name]
+            regime, run_names = ALL_REGIMES[name], plan[name]
             per_world = [next(results) for _ in seeds]
             config = regime.sim_config(args.quick)
             title = (

@@ -277,6 +277,54 @@ REGIMES: dict[str, Regime] = {
     )
 }
 
+PAPER = REGIMES["paper"].config
+
+# Held-out variations, never used to tune EnvSched: other group and batch sizes, other reward shapes, and
+# attacks combined with each other or with the paper's regime. Not part of the suite's default summary;
+# `bench/scheduler_suite.py --regimes stress` runs them.
+STRESS_REGIMES: dict[str, Regime] = {
+    r.name: r
+    for r in (
+        Regime(
+            "easy",
+            "easier tasks: initial success ~0.25 (the base world ~0.06)",
+            replace(BASE, d0=0.2),
+            tags=("shared",),
+        ),
+        Regime(
+            "g4", "base world with G = 4 rollouts per task", replace(BASE, group_size=4), tags=("shared",)
+        ),
+        Regime("g16", "base world with G = 16", replace(BASE, group_size=16), tags=("shared",)),
+        Regime(
+            "b128",
+            "base world with B = 128 (9% of the catalogue per step)",
+            BASE,
+            batch_size=128,
+            tags=("shared",),
+        ),
+        Regime(
+            "k10",
+            "half the verifiers graded with 10 partial checks",
+            replace(BASE, graded_share=0.5, graded_checks=10),
+            tags=("shared",),
+        ),
+        Regime("slow", "slow learning (lr = 2)", replace(BASE, lr=2.0), tags=("shared",)),
+        Regime("paper-g4", "the paper's regime with G = 4", replace(PAPER, group_size=4), tags=("shared",)),
+        Regime("paper-b64", "the paper's regime with B = 64", PAPER, batch_size=64, tags=("shared",)),
+        Regime(
+            "noinfo-flaky", "scrambled catalogue and 10% coin-flip verifiers", BASE, scramble=True, flaky=0.1
+        ),
+        Regime(
+            "paper-shift",
+            "the paper's regime with a third of the environments updated at step 30",
+            PAPER,
+            shift=1 / 3,
+            tags=("shared",),
+        ),
+    )
+}
+ALL_REGIMES: dict[str, Regime] = {**REGIMES, **STRESS_REGIMES}
+
 
 def calibrate(regime: Regime, seeds: list[int], steps: int = 60, quick: bool = True) -> pd.DataFrame:
     """Random's Table-2 statistics over ``steps`` steps per world seed (mean over steps of batch stats)."""

@@ -109,3 +109,14 @@ def test_worlds_shift_moves_the_chosen_environments_at_its_step_and_resets():
     np.testing.assert_array_equal(sim._difficulty, before)
     with pytest.raises(ValueError, match="shift=1.5"):
         WorldSimulator(SMALL, shift=1.5)
+
+
+def test_stress_regimes_are_held_out_variations_of_the_suite_worlds():
+    from envsched_core.worlds import ALL_REGIMES, STRESS_REGIMES
+
+    assert not set(STRESS_REGIMES) & set(REGIMES) and set(ALL_REGIMES) == set(REGIMES) | set(STRESS_REGIMES)
+    base = REGIMES["default"].world(7).success_probability().mean()
+    assert STRESS_REGIMES["easy"].world(7).success_probability().mean() > base + 0.1  # easier tasks
+    sim = STRESS_REGIMES["g4"].world(7).reset(0)
+    batch = pd.DataFrame({"task_id": sim.task_ids[:3]})
+    assert sim.rollout(batch, 1).groupby("task_id").size().tolist() == [4, 4, 4]
