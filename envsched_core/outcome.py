@@ -179,6 +179,7 @@ class OutcomeModel:
         dense = (catalog.signature.shape[1], catalog.embeddings.shape[1]) if cfg.use_global_model else (0, 0)
         self.n_dense = dense
         self.w = np.zeros(self.n_sparse + sum(dense))  # global weights, intercept first
+        self.w_trend = np.zeros(1 + catalog.n_envs)  # slopes per step of age (global, per environment)
         self.m = np.zeros(n)  # own residual message mean
         self.P = np.zeros(n)  # own residual message precision, as of last_step
         self.last_step = np.full(n, -1, dtype=np.int64)
@@ -248,9 +249,21 @@ class OutcomeModel:
             dense = np.hstack([sig, emb]).astype(float)
             n_w = self.n_sparse
         offset = self.residual_mean(step, rows)
-        ridge = np.full(n_w + dense.shape[1], self.cfg.global_ridge)
+        n_dense = dense.shape[1]
+        if self.cfg.global_trend:  # -age x (intercept, environment): zero at prediction time (age 0)
+            n_env = self.catalog.n_envs
+            cols = np.column_stack([np.zeros(len(rows), np.int64), 1 + self.catalog.env[rows]])
+            trend = sp.csr_matrix(
+                (np.repeat(-age, 2), (np.repeat(np.arange(len(rows)), 2), cols.ravel())),
+                shape=(len(rows), 1 + n_env),
+            )
+            X = sp.hstack([X, trend], format="csr")
+        ridge = np.full(X.shape[1] + n_dense, self.cfg.global_ridge)
         ridge[0] = 1e-6  # the intercept is barely penalised
-        start = np.concatenate([self.w[:n_w], self.w[self.n_sparse :]])
+        start = np.concatenate(
+            [self.w[:n_w], self.w_trend if self.cfg.global_trend else [], self.w[self.n_sparse :]]
+        )
+        n_w = X.shape[1]
         XT, denseT = X.T.tocsr(), np.ascontiguousarray(dense.T)  # transposed once, not per evaluation
 
         def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -262,7 +275,9 @@ class OutcomeModel:
 
         fit = minimize(loss, start, jac=True, method="L-BFGS-B", options={"maxiter": self.cfg.global_iters})
         self._f = None
-        self.w[:n_w] = fit.x[:n_w]
+        n_trend = len(self.w_trend) if self.cfg.global_trend else 0
+        self.w[: n_w - n_trend] = fit.x[: n_w - n_trend]
+        self.w_trend[:n_trend] = fit.x[n_w - n_trend : n_w]
         self.w[self.n_sparse :] = fit.x[n_w:]
         self.n_fits += 1
 
@@ -450,6 +465,7 @@ class OutcomeModel:
     def state_dict(self) -> dict:
         return {
             "w": self.w.copy(),
+            "w_trend": self.w_trend.copy(),
             "m": self.m.copy(),
             "P": self.P.copy(),
             "last_step": self.last_step.copy(),
@@ -474,6 +490,7 @@ class OutcomeModel:
             setattr(self, key, np.array(state[key], copy=True))
         # states saved before disp_groups existed: count every group as one (the old prior's unit)
         self.disp_groups = np.array(state.get("disp_groups", self.disp_den), dtype=float, copy=True)
+        self.w_trend = np.array(state.get("w_trend", np.zeros(len(self.w_trend))), dtype=float, copy=True)
         self._f = None
         self.buffer = np.array(state["buffer"], dtype=float, copy=True).reshape(-1, 4)
         self.n_fits = int(state["n_fits"])

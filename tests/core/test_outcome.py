@@ -390,3 +390,24 @@ def test_float32_expected_bernoulli_variance_matches_float64_and_stays_positive(
     np.testing.assert_allclose(fast[1:-1], reference[1:-1], rtol=1e-5)
     assert reference[0] == reference[-1] == 0  # 1 - sigmoid(60) rounds to 0 in float64 ...
     assert (fast > 0).all()  # ... e^-|x| / (1 + e^-|x|)^2 does not
+
+
+@pytest.mark.parametrize("trend", [False, True])
+def test_global_trend_predicts_where_an_improving_environment_is_now(catalog, trend):
+    cfg = SchedulerConfig(use_within_edges=False, use_cross_edges=False, rho=1.0, global_trend=trend)
+    m = model(catalog, cfg)
+    rng = np.random.default_rng(4)
+    truth = {}
+    for step in range(1, 16):  # environment 0 improves by 0.4 logits a step; environment 1 stays put
+        truth[0], truth[1] = -3.0 + 0.4 * step, -1.0
+        for env, rows in ((0, np.arange(6)), (1, np.arange(6, 12))):
+            successes = rng.binomial(8, sigmoid(np.full(6, truth[env])))
+            observe(m, rows, step, successes)
+    z = m.predict(16).z
+    lag_0, error_1 = truth[0] - z[:6].mean(), abs(truth[1] - z[6:12].mean())
+    if trend:  # the fit extrapolates to now: no lag in the improving environment, none made up in the flat one
+        assert abs(lag_0) < 1.0 and error_1 < 0.5
+        slopes = m.state_dict()["w_trend"]  # per step of age: global, then per environment
+        assert slopes[0] + slopes[1] > 0.2 and abs(slopes[0] + slopes[2]) < 0.05
+    else:  # the decay-weighted average over the window trails the improving environment by ~6 steps
+        assert lag_0 > 2.0 and error_1 < 0.5
