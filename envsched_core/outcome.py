@@ -157,7 +157,7 @@ def environment_verifier_kind(catalog: TaskCatalog) -> np.ndarray:
     counts = sp.csr_matrix(
         (np.ones(len(kinds)), (catalog.env, kinds)), shape=(catalog.n_envs, int(kinds.max()) + 1)
     ).toarray()
-    # numbered 0..K-1 in order of first code, so "several kinds" is exactly max() > 0
+    # renumbered 0..K-1, so "several kinds" is exactly max() > 0
     return np.unique(counts.argmax(axis=1), return_inverse=True)[1].astype(np.int64)
 
 
@@ -249,21 +249,14 @@ class OutcomeModel:
             dense = np.hstack([sig, emb]).astype(float)
             n_w = self.n_sparse
         offset = self.residual_mean(step, rows)
-        n_dense = dense.shape[1]
-        if self.cfg.global_trend:  # -age x (intercept, environment): zero at prediction time (age 0)
-            n_env = self.catalog.n_envs
-            cols = np.column_stack([np.zeros(len(rows), np.int64), 1 + self.catalog.env[rows]])
-            trend = sp.csr_matrix(
-                (np.repeat(-age, 2), (np.repeat(np.arange(len(rows)), 2), cols.ravel())),
-                shape=(len(rows), 1 + n_env),
-            )
+        n_base, n_trend = n_w, (len(self.w_trend) if self.cfg.global_trend else 0)
+        if n_trend:  # -age x (intercept, environment), X's first columns: zero at prediction time (age 0)
+            trend = (sp.diags(-age) @ X[:, :n_trend]).tocsr().sorted_indices()  # sorted: sums in column order
             X = sp.hstack([X, trend], format="csr")
-        ridge = np.full(X.shape[1] + n_dense, self.cfg.global_ridge)
+        n_w = n_base + n_trend
+        ridge = np.full(n_w + dense.shape[1], self.cfg.global_ridge)
         ridge[0] = 1e-6  # the intercept is barely penalised
-        start = np.concatenate(
-            [self.w[:n_w], self.w_trend if self.cfg.global_trend else [], self.w[self.n_sparse :]]
-        )
-        n_w = X.shape[1]
+        start = np.concatenate([self.w[:n_base], self.w_trend[:n_trend], self.w[self.n_sparse :]])
         XT, denseT = X.T.tocsr(), np.ascontiguousarray(dense.T)  # transposed once, not per evaluation
 
         def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -275,9 +268,8 @@ class OutcomeModel:
 
         fit = minimize(loss, start, jac=True, method="L-BFGS-B", options={"maxiter": self.cfg.global_iters})
         self._f = None
-        n_trend = len(self.w_trend) if self.cfg.global_trend else 0
-        self.w[: n_w - n_trend] = fit.x[: n_w - n_trend]
-        self.w_trend[:n_trend] = fit.x[n_w - n_trend : n_w]
+        self.w[:n_base] = fit.x[:n_base]
+        self.w_trend[:n_trend] = fit.x[n_base:n_w]
         self.w[self.n_sparse :] = fit.x[n_w:]
         self.n_fits += 1
 

@@ -405,9 +405,8 @@ def test_global_trend_predicts_where_an_improving_environment_is_now(catalog, tr
             observe(m, rows, step, successes)
     z = m.predict(16).z
     lag_0, error_1 = truth[0] - z[:6].mean(), abs(truth[1] - z[6:12].mean())
-    if (
-        trend
-    ):  # the fit extrapolates to now: no lag in the improving environment, none made up in the flat one
+    if trend:
+        # the fit extrapolates to now: no lag in the improving environment, none made up in the flat one
         assert abs(lag_0) < 1.0 and error_1 < 0.5
         slopes = m.state_dict()["w_trend"]  # per step of age: global, then per environment
         assert slopes[0] + slopes[1] > 0.2 and abs(slopes[0] + slopes[2]) < 0.05

@@ -4,7 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envsched_core.worlds import BASE, REGIMES, Regime, WorldSimulator, calibrate
+from envsched_core.worlds import (
+    ALL_REGIMES,
+    BASE,
+    REGIMES,
+    STRESS_REGIMES,
+    Regime,
+    WorldSimulator,
+    calibrate,
+)
 
 SMALL = replace(BASE, n_envs=6, tasks_per_env=10, heldout_per_env=2)
 
@@ -112,8 +120,6 @@ def test_worlds_shift_moves_the_chosen_environments_at_its_step_and_resets():
 
 
 def test_stress_regimes_are_held_out_variations_of_the_suite_worlds():
-    from envsched_core.worlds import ALL_REGIMES, STRESS_REGIMES
-
     assert not set(STRESS_REGIMES) & set(REGIMES) and set(ALL_REGIMES) == set(REGIMES) | set(STRESS_REGIMES)
     base = REGIMES["default"].world(7).success_probability().mean()
     assert STRESS_REGIMES["easy"].world(7).success_probability().mean() > base + 0.1  # easier tasks
