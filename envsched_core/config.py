@@ -157,6 +157,10 @@ class SchedulerConfig:
     (``envsched_core.dispersion``): a task whose graded reward is the same partial credit in every rollout
     stops looking as mixed as its environment's other tasks (ACEBench: one task scored 0.167 in all 55 of the
     groups default EnvSched gave it). On by default; measured with coverage_beats_exploit (see there)."""
+    observe_accuracy: bool = False
+    """Learn from each rollout's binary accuracy (reward >= 1, a full pass) instead of its graded reward, as DPS
+    and MoPPS do: a task is then "mixed" when some rollouts pass and some do not, not when partial credits differ.
+    Training still uses the graded rewards. Binary rewards are unchanged either way."""
     optimism: float = 1.0
     """Informed coverage scores a task at its logit moved this many posterior sds toward 0 (p = 0.5)."""
 

@@ -47,7 +47,7 @@ from .learnability import TaskLearnability
 from .outcome import OutcomeModel
 from .predictor import VariancePredictor
 from .progress import LearningProgress
-from .stats import TaskStats, group_outcomes, validate_rollouts
+from .stats import CORRECT_REWARD, TaskStats, group_outcomes, validate_rollouts
 
 STATE_VERSION = 2
 TIE_JITTER = 1e-9  # breaks exact score ties at random (seeded), never reorders distinct scores
@@ -454,6 +454,10 @@ class EnvSched:
         idx = validate_rollouts(rollouts, self.catalog)
         if len(idx) == 0:
             return
+        if self.cfg.observe_accuracy:  # a full pass or not: the group is mixed when passes and failures meet
+            rollouts = rollouts.assign(
+                reward=(rollouts["reward"].astype(float) >= CORRECT_REWARD).astype(float)
+            )
         groups = group_outcomes(rollouts, idx)
         for step, part in groups.groupby("step", sort=True):
             rows, step = part["idx"].to_numpy(), int(step)
