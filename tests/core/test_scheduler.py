@@ -167,3 +167,24 @@ def test_scheduler_predict_reports_every_task(catalog, success):
     assert list(pred.columns) == ["task_id", "predicted_variance", "uncertainty", "own", "within", "cross"]
     assert len(pred) == len(catalog) and pred["predicted_variance"].between(0, 0.25).all()
     assert set(pred.loc[pred["own"].notna(), "task_id"]) == seen  # own history exactly for observed tasks
+
+
+@pytest.mark.parametrize("accuracy", [False, True])
+def test_scheduler_observe_accuracy_reads_partial_credit_without_a_pass_as_all_fail(catalog, accuracy):
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=16, observe_accuracy=accuracy), seed=0)
+    partial, passing, *rest = sched.select(1)["task_id"]
+    sched.observe(
+        pd.concat(
+            [
+                # partial credit, never a pass; then four full passes of eight
+                group(partial, 1, [0.25, 0.5, 0.75, 0.5, 0.25, 0.75, 0.5, 0.25]),
+                group(passing, 1, [1.0, 0.0, 0.75, 1.0, 0.0, 1.0, 0.5, 1.0]),
+                *(group(t, 1, [0.0] * 8) for t in rest),
+            ]
+        )
+    )
+    own = sched.predict().set_index("task_id")["own"]
+    if accuracy:  # no rollout passed: the group is all-fail, as DPS and MoPPS read it
+        assert own[partial] < 0.05 < own[passing]
+    else:  # the partial credits differ: a mixed group
+        assert own[partial] > 0.05 and own[passing] > 0.05
