@@ -157,10 +157,14 @@ class SchedulerConfig:
     (``envsched_core.dispersion``): a task whose graded reward is the same partial credit in every rollout
     stops looking as mixed as its environment's other tasks (ACEBench: one task scored 0.167 in all 55 of the
     groups default EnvSched gave it). On by default; measured with coverage_beats_exploit (see there)."""
-    observe_accuracy: bool = False
-    """Learn from each rollout's binary accuracy (reward >= 1, a full pass) instead of its graded reward, as DPS
-    and MoPPS do: a task is then "mixed" when some rollouts pass and some do not, not when partial credits differ.
-    Training still uses the graded rewards. Binary rewards are unchanged either way."""
+    full_pass_weight: float = 0.5
+    """What a rollout's reward counts as when EnvSched learns from it: (1 - w) * reward + w * [reward >= 1], the
+    graded reward blended with its full pass. w = 0 reads partial credit only, w = 1 full passes only (as DPS and
+    MoPPS do: a group is mixed only where passes and failures meet). At 0.5 partial credit and completion weigh
+    the same: where full passes are rare (independent checks) the ranking is the graded one, where they are common
+    (milestones, turns passed before the first failure) it tilts toward the groups where passes and failures meet.
+    Training still uses the graded rewards; binary rewards read the same for every w (docs/scheduler.md,
+    "Full passes or partial credit")."""
     optimism: float = 1.0
     """Informed coverage scores a task at its logit moved this many posterior sds toward 0 (p = 0.5)."""
 
@@ -245,6 +249,10 @@ class SchedulerConfig:
             f"refit_window={self.refit_window} must be >= refit_min_pairs={self.refit_min_pairs}.",
         )
         need(self.refit_ridge >= 0, f"refit_ridge={self.refit_ridge} must be >= 0.")
+        need(
+            0.0 <= self.full_pass_weight <= 1.0,
+            f"full_pass_weight={self.full_pass_weight} must be in [0, 1] (0: graded reward, 1: full passes).",
+        )
         need(
             0.0 <= self.rho <= 1.0, f"rho={self.rho} must be in [0, 1]; rho=1 is the coverage-only ablation."
         )

@@ -108,6 +108,15 @@ def frontier_transfer_factor(
     return np.maximum(transfer / max(float(transfer.mean()), 1e-12), 1e-6) ** weight
 
 
+def _renamed_fields(config: dict) -> dict:
+    """A saved config in today's field names: ``observe_accuracy`` (before full_pass_weight) read rewards at
+    weight 1 when on and 0 when off, and a state saved without either read them at 0."""
+    config = dict(config)
+    accuracy = config.pop("observe_accuracy", False)
+    config.setdefault("full_pass_weight", 1.0 if accuracy else 0.0)
+    return config
+
+
 class EnvSched:
     """The EnvSched scheduler over one task catalogue: graph, statistics, predictor and batch selection."""
 
@@ -454,10 +463,9 @@ class EnvSched:
         idx = validate_rollouts(rollouts, self.catalog)
         if len(idx) == 0:
             return
-        if self.cfg.observe_accuracy:  # a full pass or not: the group is mixed when passes and failures meet
-            rollouts = rollouts.assign(
-                reward=(rollouts["reward"].astype(float) >= CORRECT_REWARD).astype(float)
-            )
+        if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
+            w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
+            rollouts = rollouts.assign(reward=(1 - w) * reward + w * (reward >= CORRECT_REWARD))
         groups = group_outcomes(rollouts, idx)
         for step, part in groups.groupby("step", sort=True):
             rows, step = part["idx"].to_numpy(), int(step)
@@ -522,7 +530,7 @@ class EnvSched:
                 f"{len(self.catalog)}; load it into a scheduler over the same catalogue."
             )
         # A field added after the state was saved ran at its default then.
-        saved = {**SchedulerConfig().to_dict(), **state["config"]}
+        saved = {**SchedulerConfig().to_dict(), **_renamed_fields(state["config"])}
         if saved != self.cfg.to_dict():
             changed = sorted(k for k, v in saved.items() if self.cfg.to_dict().get(k) != v)
             raise ValueError(f"EnvSched: state was saved under a different config (fields {changed}).")

@@ -16,6 +16,7 @@ from envsched_core import SchedulerConfig
         ({"predictor": "oracle"}, "predictor='oracle'"),  # only the outcome model and the paper's fusion
         ({"residual_decay": 0.0}, "residual_decay=0.0"),  # would forget a visit at once
         ({"rho_min": 1.5}, "rho_min=1.5"),
+        ({"full_pass_weight": -0.5}, "full_pass_weight=-0.5"),  # a weight of the graded reward above 1
     ],
 )
 def test_config_rejects_bad_values_with_fix_it_message(changes, message):

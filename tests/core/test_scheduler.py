@@ -92,6 +92,22 @@ def test_scheduler_state_dict_round_trip_gives_identical_next_batches(catalog, s
     pd.testing.assert_frame_equal(original.predict(), resumed.predict())
 
 
+@pytest.mark.parametrize(("saved", "weight"), [({"observe_accuracy": True}, 1.0), ({}, 0.0)])
+def test_scheduler_resumes_a_state_saved_before_full_pass_weight_at_the_weight_it_ran(
+    catalog, success, saved, weight
+):
+    original = EnvSched(catalog, SchedulerConfig(batch_size=16, full_pass_weight=weight), seed=3)
+    run(original, success, 2)
+    state = copy.deepcopy(original.state_dict())
+    del state["config"]["full_pass_weight"]
+    state["config"].update(saved)  # as an older version wrote it
+    resumed = EnvSched(catalog, SchedulerConfig(batch_size=16, full_pass_weight=weight), seed=99)
+    resumed.load_state_dict(state)
+    pd.testing.assert_frame_equal(original.select(3), resumed.select(3))
+    with pytest.raises(ValueError, match="full_pass_weight"):  # it ran at another weight than the default
+        EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0).load_state_dict(state)
+
+
 def test_scheduler_cross_refresh_of_changed_rows_equals_a_full_re_rank():
     catalog = TaskCatalog.from_frame(make_tasks(n_envs=20, per_env=20))
     success = dict.fromkeys(catalog.task_ids, 0.4)
@@ -169,22 +185,31 @@ def test_scheduler_predict_reports_every_task(catalog, success):
     assert set(pred.loc[pred["own"].notna(), "task_id"]) == seen  # own history exactly for observed tasks
 
 
-@pytest.mark.parametrize("accuracy", [False, True])
-def test_scheduler_observe_accuracy_reads_partial_credit_without_a_pass_as_all_fail(catalog, accuracy):
-    sched = EnvSched(catalog, SchedulerConfig(batch_size=16, observe_accuracy=accuracy), seed=0)
-    partial, passing, *rest = sched.select(1)["task_id"]
+# Partial credit only (0.5 x 4, 0 x 4) and half full passes (1 x 4, 0.5 x 4), read at weight w as
+# (1 - w) r + w [r >= 1]: w = 0 gives means 0.25 / 0.75, variances 0.0625 / 0.0625; w = 0.5 gives 0.125 / 0.625
+# (rewards 0.25 / 0 and 1 / 0.25), variances 0.015625 / 0.140625; w = 1 gives 0 / 0.5, variances 0 / 0.25.
+@pytest.mark.parametrize(
+    "weight, partial_stats, passing_stats",
+    [
+        (0.0, (0.25, 0.0625), (0.75, 0.0625)),
+        (0.5, (0.125, 0.015625), (0.625, 0.140625)),
+        (1.0, (0, 0), (0.5, 0.25)),
+    ],
+)
+def test_scheduler_reads_rewards_as_partial_credit_blended_with_the_full_pass(
+    catalog, weight, partial_stats, passing_stats
+):
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=16, full_pass_weight=weight), seed=0)
+    partial, passing, binary = sched.select(1)["task_id"][:3]
     sched.observe(
         pd.concat(
             [
-                # partial credit, never a pass; then four full passes of eight
-                group(partial, 1, [0.25, 0.5, 0.75, 0.5, 0.25, 0.75, 0.5, 0.25]),
-                group(passing, 1, [1.0, 0.0, 0.75, 1.0, 0.0, 1.0, 0.5, 1.0]),
-                *(group(t, 1, [0.0] * 8) for t in rest),
+                group(partial, 1, [0.5] * 4 + [0.0] * 4),
+                group(passing, 1, [1.0] * 4 + [0.5] * 4),
+                group(binary, 1, [1.0] * 2 + [0.0] * 6),  # binary rewards read the same at every weight
             ]
         )
     )
-    own = sched.predict().set_index("task_id")["own"]
-    if accuracy:  # no rollout passed: the group is all-fail, as DPS and MoPPS read it
-        assert own[partial] < 0.05 < own[passing]
-    else:  # the partial credits differ: a mixed group
-        assert own[partial] > 0.05 and own[passing] > 0.05
+    rows = catalog.indices_of(np.array([partial, passing, binary], dtype=object))
+    observed = np.column_stack([sched.stats.mu[rows], sched.stats.m[rows]])
+    np.testing.assert_allclose(observed, [partial_stats, passing_stats, (0.25, 0.1875)], atol=1e-12)
