@@ -66,6 +66,7 @@ ABLATIONS: dict[str, dict] = {
     "es:rho=1": {"rho": 1.0, "adaptive_rho": False},
     "es:eta=0": {"eta": 0.0},
     "es:no-transfer": {"transfer_weight": 0.0},
+    "es:graded-only": {"full_pass_weight": 0.0},  # partial credit alone, not blended with the full pass
 }
 QUICK_ABLATION_REGIMES = ("paper", "default", "no-info")
 
