@@ -227,7 +227,8 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
         copies=primary.groupby("task_id")["task_id"].transform("size"),
         env_count=primary.groupby("env_id")["task_id"].transform("size"),
     )
-    quota = cfg.env_quota or len(primary)  # the campaign's own SchedulerConfig quota (EnvSched only)
+    # EnvSched's quota for this catalogue (its config's, raised where few environments could not fill B)
+    quota = getattr(scheduler, "env_quota", None) or len(primary)
     bad = problems[(problems.copies > 1) | (problems.env_count > quota)]
     if len(primary) != cfg.batch_size:
         bad = problems  # a short or long batch: every row is suspect

@@ -125,9 +125,3 @@ class CampaignConfig:
         """Per-step discount of the own-history statistics (SchedulerConfig.gamma for every scheduler)."""
         settings = self.scheduler_settings()
         return float(getattr(settings, "gamma", 0.8))
-
-    @property
-    def env_quota(self) -> int | None:
-        """Most tasks of one environment per batch for EnvSched (from its config); None for baselines."""
-        settings = self.scheduler_settings()
-        return settings.env_quota if self.scheduler == "envsched" else None

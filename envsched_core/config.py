@@ -174,7 +174,9 @@ class SchedulerConfig:
     eta: float = 0.3
     """Similarity penalty: exploit score = v_hat / v_max - eta * max sim to already chosen tasks."""
     env_quota_fraction: float = 0.2
-    """Environment quota: at most max(env_quota_min, ceil(env_quota_fraction * B)) tasks per environment."""
+    """Environment quota: at most max(env_quota_min, ceil(env_quota_fraction * B)) tasks per environment. A
+    catalogue whose environments cannot fill B under it raises it to the smallest q with sum_e min(n_e, q) >= B
+    (``EnvSched.env_quota``)."""
     env_quota_min: int = 2
     """Lower bound of the per-environment quota."""
     new_env_bonus: float = 0.5

@@ -14,8 +14,8 @@ and coverage slots filled greedily by under-observation plus (informed coverage)
 v_hat comes from the outcome model (`outcome.OutcomeModel`: global feature model + own residual + residuals
 propagated along W and X; docs/scheduler.md) or, with predictor='variance', the paper's fusion
 (`predictor.VariancePredictor`). With adaptive rho, rho_t shrinks from rho toward rho_min as the top
-predictions get confident. At most env_quota tasks of one environment, no task twice, step 1 (no history)
-all coverage, no pilot rollouts. Both greedy passes run over a pruned pool (top pool_factor * B by score,
+predictions get confident. At most env_quota tasks of one environment (raised where few environments could
+not fill B), no task twice, step 1 (no history) all coverage, no pilot rollouts. Both greedy passes run over a pruned pool (top pool_factor * B by score,
 per-environment capped) so selection costs O(N) numpy work plus O(B * pool) however large the catalogue.
 """
 
@@ -67,12 +67,30 @@ class Predicted:
     transfer: np.ndarray | float = 1.0  # frontier transfer factor; informed coverage weighs v_opt by it
 
 
+def filling_quota(env_sizes: np.ndarray, batch_size: int) -> int:
+    """The smallest per-environment quota q with sum_e min(n_e, q) >= B (every task, when the catalogue holds
+    fewer than B): the most even spread that still fills a batch from few or uneven environments."""
+    sizes = np.asarray(env_sizes, dtype=np.int64)
+    need = min(int(batch_size), int(sizes.sum()))
+    lo, hi = 1, max(int(sizes.max(initial=1)), 1)
+    while lo < hi:  # sum_e min(n_e, q) grows with q: bisect
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if np.minimum(sizes, mid).sum() >= need else (mid + 1, hi)
+    return lo
+
+
 def _prune(
-    score: np.ndarray, candidates: np.ndarray, env: np.ndarray, room: np.ndarray, size: int
+    score: np.ndarray, candidates: np.ndarray, env: np.ndarray, room: np.ndarray, size: int, need: int = 0
 ) -> np.ndarray:
-    """The top ``size`` candidates by score, at most room[e] per environment, best first."""
+    """The top ``size`` candidates by score, at most room[e] per environment, best first; at least ``need`` of
+    them when the candidates and the rooms allow it."""
     if len(candidates) > 4 * size:
-        candidates = candidates[np.argpartition(-score[candidates], 4 * size - 1)[: 4 * size]]
+        top = candidates[np.argpartition(-score[candidates], 4 * size - 1)[: 4 * size]]
+        pool = _prune(score, top, env, room, size)
+        # the cut is for speed; when a few environments hold all the top scores their rooms can leave the pool
+        # short of the slots to fill, and only then are all the candidates ranked
+        if len(pool) >= need:
+            return pool
     candidates = candidates[np.argsort(-score[candidates], kind="stable")]
     e = env[candidates]
     by_env = np.argsort(e, kind="stable")
@@ -176,6 +194,9 @@ class EnvSched:
             else None
         )
         self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
+        # the configured quota, raised where few or small environments could not fill a batch under it
+        sizes = np.bincount(catalog.env, minlength=catalog.n_envs)
+        self.env_quota = max(self.cfg.env_quota, filling_quota(sizes, self.cfg.batch_size))
         self.current_step = 0
         self.last_refresh_step = -1
         self._W_cross = None
@@ -296,13 +317,14 @@ class EnvSched:
         return int(step)
 
     def select(self, step: int) -> pd.DataFrame:
-        """The batch for ``step``: B distinct tasks, each environment at most env_quota times."""
+        """The batch for ``step``: B distinct tasks (all of them in a smaller catalogue), each environment at
+        most ``env_quota`` times."""
         step = self._check_step(step)
         self.current_step = max(self.current_step, step)
         cfg, env = self.cfg, self.catalog.env
         predicted = self._predicted(step)
         v_hat = predicted.v_hat
-        room = np.full(self.catalog.n_envs, cfg.env_quota, dtype=np.int64)  # quota left per environment
+        room = np.full(self.catalog.n_envs, self.env_quota, dtype=np.int64)  # quota left per environment
         chosen = np.zeros(len(self.catalog), dtype=bool)
 
         exploit = np.zeros(0, np.int64)
@@ -315,6 +337,11 @@ class EnvSched:
                 v_hat, predicted.has_evidence, room, chosen, cfg.batch_size - len(exploit) - len(coverage)
             )
             exploit = np.concatenate([exploit, more])
+        if len(exploit) + len(coverage) < cfg.batch_size:  # rooms left only tasks neither pass would take
+            rest = self._select_coverage(
+                predicted, room, chosen, cfg.batch_size - len(exploit) - len(coverage)
+            )
+            coverage = np.concatenate([coverage, rest])
         rows = np.concatenate([exploit, coverage])
         return pd.DataFrame(
             {
@@ -380,7 +407,7 @@ class EnvSched:
         if len(candidates) == 0:
             return np.zeros(0, np.int64)
         v_max = max(float(v_hat[candidates].max()), 1e-12)
-        pool = _prune(v_hat, candidates, env, room, self.cfg.pool_factor * self.cfg.batch_size)
+        pool = _prune(v_hat, candidates, env, room, self.cfg.pool_factor * self.cfg.batch_size, slots)
         score = v_hat[pool] / v_max
         sim = similarity_matrix(self.catalog, self.cfg, pool)  # (M, M)
         max_sim = np.zeros(len(pool))  # max similarity to the tasks chosen so far (0 before any)
@@ -436,7 +463,7 @@ class EnvSched:
             return np.zeros(0, np.int64)
         full = np.zeros(len(self.catalog))
         full[candidates] = score(candidates, tools[candidates])
-        pool = _prune(full, candidates, env, room, max(cfg.pool_factor * cfg.batch_size, slots))
+        pool = _prune(full, candidates, env, room, max(cfg.pool_factor * cfg.batch_size, slots), slots)
         pool_tools = tools[pool]  # sliced once: re-slicing the catalogue's rows every pick cost 0.06 s at 1M
         open_ = np.ones(len(pool), dtype=bool)
         picks = []

@@ -315,6 +315,12 @@ STRESS_REGIMES: dict[str, Regime] = {
             "noinfo-flaky", "scrambled catalogue and 10% coin-flip verifiers", BASE, scramble=True, flaky=0.1
         ),
         Regime(
+            "three-envs",
+            "3 environments x 480 tasks: under the configured quota (7 at B = 32) they cannot fill a batch",
+            replace(BASE, n_envs=3, tasks_per_env=480, heldout_per_env=120),
+            tags=("shared",),
+        ),
+        Regime(
             "paper-shift",
             "the paper's regime with a third of the environments updated at step 30",
             PAPER,

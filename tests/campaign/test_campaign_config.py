@@ -44,8 +44,7 @@ def test_campaign_config_gives_each_scheduler_its_own_config_class():
     assert isinstance(settings, DAPOConfig) and settings.gen_batch_ratio == 2 and settings.batch_size == 16
     envsched = CampaignConfig(campaign_id="e", batch_size=100, scheduler_config={"env_quota_fraction": 0.1})
     assert isinstance(envsched.scheduler_settings(), SchedulerConfig)
-    assert envsched.env_quota == 10  # max(2, ceil(0.1 * 100)): the quota check reads this
-    assert dapo.env_quota is None
+    assert envsched.scheduler_settings().env_quota == 10  # max(2, ceil(0.1 * 100))
 
 
 def test_campaign_config_round_trips_through_json_fields():

@@ -7,6 +7,7 @@ from task_frames import group, make_tasks, rollouts_for
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, build_cross_edges, build_within_edges
 from envsched_core.graph import cross_signature, propagation_matrix, rank_cross_edges, rows_to_rerank
+from envsched_core.scheduler import filling_quota
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +59,65 @@ def test_scheduler_quota_and_no_duplicates_always_hold(catalog, success, seed, c
         n_exploit = (batch["role"] == "exploit").sum()
         most = round((1 - min(cfg.rho_min, cfg.rho)) * cfg.batch_size) if cfg.adaptive_rho else cfg.n_exploit
         assert n_exploit == 0 if step == 1 else cfg.n_exploit <= n_exploit <= most  # adaptive rho
+
+
+@pytest.mark.parametrize(
+    "sizes, batch_size, quota",
+    [
+        ([200, 200, 200], 32, 11),  # 11 + 11 + 10 = 32: three environments fill 32 no more unevenly than that
+        ([2, 100, 100], 32, 15),  # the small one gives its 2, the others 15 each
+        ([5], 32, 5),  # fewer tasks than B: every task
+        ([24] * 60, 32, 1),  # plenty of environments: the configured quota binds, not this one
+        ([1] * 10 + [3], 12, 2),  # ten singletons give 10, the last environment 2
+    ],
+)
+def test_filling_quota_is_the_most_even_spread_that_fills_the_batch(sizes, batch_size, quota):
+    assert filling_quota(np.array(sizes), batch_size) == quota
+
+
+@pytest.mark.parametrize(
+    "n_envs, per_env, batch_size, expected_quota",
+    [(1, 60, 16, 16), (3, 40, 32, 11), (2, 30, 16, 8), (10, 12, 16, 4)],
+)
+def test_scheduler_fills_the_batch_from_few_environments(n_envs, per_env, batch_size, expected_quota):
+    """Under the configured quota (4 at B = 16, 7 at 32) one to three environments could not fill a batch;
+    the quota rises just enough to, and stays as configured where the catalogue has room."""
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=n_envs, per_env=per_env))
+    success = {t: 0.5 if i % 3 == 0 else 0.0 for i, t in enumerate(catalog.task_ids)}
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=batch_size), seed=0)
+    assert sched.env_quota == expected_quota
+    for step, batch in enumerate(run(sched, success, 4), start=1):
+        assert len(batch) == batch_size and not batch["task_id"].duplicated().any()
+        assert batch["env_id"].value_counts().max() <= expected_quota
+        assert step == 1 or (batch["role"] == "exploit").any()
+
+
+def test_scheduler_takes_every_task_of_a_catalogue_smaller_than_the_batch():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=2, per_env=5))
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=16, k_within=2, k_cross=2), seed=0)
+    for step, batch in enumerate(run(sched, 0.5, 3), start=1):
+        assert sorted(batch["task_id"]) == sorted(catalog.task_ids), step
+
+
+def test_scheduler_fills_the_batch_when_two_environments_hold_every_high_score():
+    """The pruned candidate pool caps each environment at its quota; when the top 4 * pool scores all sit in two
+    large environments, the pool must still reach past them to fill exploitation's slots."""
+    big = make_tasks(n_envs=2, per_env=300)
+    small = make_tasks(n_envs=40, per_env=1, seed=1).assign(
+        task_id=lambda f: "s" + f["task_id"], env_id=lambda f: "small-" + f["env_id"]
+    )
+    catalog = TaskCatalog.from_frame(pd.concat([big, small], ignore_index=True))
+    cfg = SchedulerConfig(batch_size=32, pool_factor=1, rho=0.0, rho_min=0.0)
+    sched = EnvSched(catalog, cfg, seed=0)
+    assert sched.env_quota == cfg.env_quota == 7  # 40 one-task environments leave the quota as configured
+    first = sched.select(1)
+    sched.observe(
+        rollouts_for(catalog.tasks, 1, {t: 0.5 if t.startswith("e") else 0.0 for t in catalog.task_ids})
+    )
+    batch = sched.select(2)
+    assert len(first) == len(batch) == 32 and not batch["task_id"].duplicated().any()
+    assert batch["env_id"].value_counts().max() <= 7
+    assert (batch["role"] == "exploit").all()  # rho = 0: every slot is exploitation's, 14 big + 18 small
 
 
 def test_scheduler_exploits_tasks_seen_with_variance(catalog, success):
