@@ -11,7 +11,7 @@ information). Each regime is drawn with several *world* seeds (new tasks, skills
 report seeds (default 100..) are disjoint from the seeds used while tuning (0..4). `--regimes stress` runs
 `envsched_core.worlds.STRESS_REGIMES` instead: held-out variations never used for tuning (G = 4 and 16,
 B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regime with G = 4, B = 64
-or environment updates, a scrambled catalogue with coin-flip verifiers).
+or environment updates, a scrambled catalogue with coin-flip verifiers, three environments).
 
 Per regime and scheduler, over worlds (95% t-intervals): steps and rollouts until the held-out score
 reaches what random reaches at step T (a world where the target is never reached within the horizon
