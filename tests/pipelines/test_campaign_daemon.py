@@ -13,11 +13,11 @@ from pipelines.start_campaign import run_config_for
 B, G = 12, 4
 
 
-def _config(campaign_id: str, steps: int = 2, **changes) -> CampaignConfig:
+def _config(campaign_id: str, steps: int = 2, batch_size: int = B, **changes) -> CampaignConfig:
     return CampaignConfig(
         campaign_id=campaign_id,
         splits=["base"],
-        batch_size=B,
+        batch_size=batch_size,
         group_size=G,
         steps=steps,
         eval_every=0,
@@ -112,6 +112,27 @@ def test_quota_check_uses_the_campaign_env_quota(driver):
     ).records[-1:]
     metadata = event.asset_materialization.metadata
     assert metadata["environment_quota"].value == 6  # max(2, ceil(0.5 * 12)), not the default 2
+    check = driver.instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota")]
+    )
+    assert all(record.status.value == "SUCCEEDED" for record in check.values())
+
+
+def test_quota_check_passes_a_batch_that_needs_more_than_the_configured_quota(driver):
+    # one task per environment cannot fill 24 slots from the base split's 20 environments: EnvSched raises the
+    # quota just enough, and the check holds the batch to the raised quota, not the configured one
+    tight = {"env_quota_fraction": 0.01, "env_quota_min": 1}
+    config = _config("tight", steps=1, batch_size=24, scheduler_config=tight)
+    scheduler, catalog = build_scheduler(driver.store, config)
+    assert catalog.n_envs == 20
+    assert scheduler.env_quota == 2
+    run_campaign(config, driver)
+    (event,) = driver.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("scheduled_batch"), asset_partitions=["tight"]), limit=10
+    ).records[-1:]
+    metadata = event.asset_materialization.metadata
+    assert metadata["environment_quota"].value == scheduler.env_quota
+    assert metadata["tasks"].value == 24
     check = driver.instance.event_log_storage.get_latest_asset_check_execution_by_key(
         [dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota")]
     )
