@@ -15,8 +15,9 @@ v_hat comes from the outcome model (`outcome.OutcomeModel`: global feature model
 propagated along W and X; docs/scheduler.md) or, with predictor='variance', the paper's fusion
 (`predictor.VariancePredictor`). With adaptive rho, rho_t shrinks from rho toward rho_min as the top
 predictions get confident. At most env_quota tasks of one environment (raised where few environments could
-not fill B), no task twice, step 1 (no history) all coverage, no pilot rollouts. Both greedy passes run over a pruned pool (top pool_factor * B by score,
-per-environment capped) so selection costs O(N) numpy work plus O(B * pool) however large the catalogue.
+not fill B), no task twice, step 1 (no history) all coverage, no pilot rollouts. Both greedy passes run over a
+pruned pool (top pool_factor * B by score, per-environment capped) so selection costs O(N) numpy work plus
+O(B * pool) however large the catalogue.
 """
 
 from __future__ import annotations
