@@ -218,7 +218,7 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
         yield dg.AssetCheckResult(check_name="check_batch_respects_quota", passed=True)
         return
     with campaign_status(store, campaign_id, f"scheduled_batch of step {step}", mlflow):
-        scheduler, _ = scheduler_cache.restore(store, cfg, observed, "observed")
+        scheduler, catalog = scheduler_cache.restore(store, cfg, observed, "observed")
         batch = scheduler.select(step)
         store.save_batch(campaign_id, step, batch, dump_state(scheduler))
         scheduler_cache.keep(store, cfg, scheduler, step, "selected")
@@ -230,7 +230,7 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
     # EnvSched's quota for this catalogue (its config's, raised where few environments could not fill B)
     quota = getattr(scheduler, "env_quota", None) or len(primary)
     bad = problems[(problems.copies > 1) | (problems.env_count > quota)]
-    if len(primary) != cfg.batch_size:
+    if len(primary) != min(cfg.batch_size, len(catalog)):  # a pool smaller than B is scheduled whole
         bad = problems  # a short or long batch: every row is suspect
     yield dg.MaterializeResult(
         metadata={

@@ -139,6 +139,20 @@ def test_quota_check_passes_a_batch_that_needs_more_than_the_configured_quota(dr
     assert all(record.status.value == "SUCCEEDED" for record in check.values())
 
 
+def test_quota_check_passes_a_pool_smaller_than_the_batch_scheduled_whole(driver):
+    config = _config("whole", steps=1, batch_size=200)  # the base split holds 169 training tasks
+    _, catalog = build_scheduler(driver.store, config)
+    run_campaign(config, driver)
+    (event,) = driver.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("scheduled_batch"), asset_partitions=["whole"]), limit=10
+    ).records[-1:]
+    assert event.asset_materialization.metadata["tasks"].value == len(catalog) == 169
+    check = driver.instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota")]
+    )
+    assert all(record.status.value == "SUCCEEDED" for record in check.values())
+
+
 def test_graph_fields_make_the_campaign_build_its_own_graph(driver):
     stored, _ = build_scheduler(driver.store, _config("stored"))
     own, _ = build_scheduler(driver.store, _config("own", scheduler_config={"k_within": 3}))
