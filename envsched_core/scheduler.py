@@ -89,9 +89,8 @@ def _prune(
         top = candidates[np.argpartition(-score[candidates], 4 * size - 1)[: 4 * size]]
         pool = _prune(score, top, env, room, size)
         # the cut is for speed; when a few environments hold all the top scores their rooms can leave the pool
-        # short of the slots to fill, and only then are all the candidates ranked (coverage asks for this, so
-        # a batch fills; exploitation does not: when its best tasks sit in a few full environments, coverage
-        # filling the rest beat exploitation reaching down its ranking, few-large +0.95 +- 0.84 steps)
+        # short of the slots to fill, and only then are all the candidates ranked (coverage asks for this, so a
+        # batch fills; what exploitation's pool cannot give, coverage takes)
         if len(pool) >= need:
             return pool
     candidates = candidates[np.argsort(-score[candidates], kind="stable")]
