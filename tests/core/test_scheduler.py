@@ -114,6 +114,23 @@ def test_scheduler_fills_the_batch_when_two_environments_hold_most_candidates():
         assert batch["env_id"].value_counts().max() <= cfg.env_quota == 7
 
 
+def test_scheduler_exploitation_fills_its_slots_when_two_environments_hold_every_high_score():
+    """Exploitation's pool is cut the same way; when the best-predicted tasks all sit in two large environments,
+    it reaches past their quota to its next-best tasks elsewhere instead of leaving its slots to coverage."""
+    big = make_tasks(n_envs=2, per_env=300)
+    small = make_tasks(n_envs=40, per_env=1, seed=1).assign(
+        task_id=lambda f: "s" + f["task_id"], env_id=lambda f: "small-" + f["env_id"]
+    )
+    catalog = TaskCatalog.from_frame(pd.concat([big, small], ignore_index=True))
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=32, pool_factor=1, rho=0.0, rho_min=0.0), seed=0)
+    sched.select(1)
+    mixed = {t: 0.5 if t.startswith("e") else 0.0 for t in catalog.task_ids}
+    sched.observe(rollouts_for(catalog.tasks, 1, mixed))  # every task seen: all are exploitation candidates
+    batch = sched.select(2)
+    assert len(batch) == 32 and (batch["role"] == "exploit").all()  # 14 from the two large ones, 18 elsewhere
+    assert batch["env_id"].value_counts().max() <= 7
+
+
 def test_scheduler_exploits_tasks_seen_with_variance(catalog, success):
     sched = EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0)
     first = sched.select(1)
