@@ -99,14 +99,19 @@ def test_scheduler_takes_every_task_of_a_catalogue_smaller_than_the_batch():
         assert sorted(batch["task_id"]) == sorted(catalog.task_ids), step
 
 
-def test_scheduler_fills_the_batch_when_two_environments_hold_most_candidates():
-    """Coverage ranks a pruned pool (the top 4 * pool scores, each environment capped at its quota). When two large
-    environments hold nearly all of those scores, the pool must still reach past them to fill the batch."""
+def two_large_and_forty_small_environments() -> TaskCatalog:
+    """2 environments x 300 tasks (ids e0-.., e1-..) and 40 environments of one task each (ids se..)."""
     big = make_tasks(n_envs=2, per_env=300)
     small = make_tasks(n_envs=40, per_env=1, seed=1).assign(
         task_id=lambda f: "s" + f["task_id"], env_id=lambda f: "small-" + f["env_id"]
     )
-    catalog = TaskCatalog.from_frame(pd.concat([big, small], ignore_index=True))
+    return TaskCatalog.from_frame(pd.concat([big, small], ignore_index=True))
+
+
+def test_scheduler_fills_the_batch_when_two_environments_hold_most_candidates():
+    """Coverage ranks a pruned pool (the top 4 * pool scores, each environment capped at its quota). When two large
+    environments hold nearly all of those scores, the pool must still reach past them to fill the batch."""
+    catalog = two_large_and_forty_small_environments()
     cfg = SchedulerConfig(batch_size=32, pool_factor=1)
     sched = EnvSched(catalog, cfg, seed=0)
     for step, batch in enumerate(run(sched, {t: 0.5 for t in catalog.task_ids}, 3), start=1):
@@ -117,11 +122,7 @@ def test_scheduler_fills_the_batch_when_two_environments_hold_most_candidates():
 def test_scheduler_exploitation_fills_its_slots_when_two_environments_hold_every_high_score():
     """Exploitation's pool is cut the same way; when the best-predicted tasks all sit in two large environments,
     it reaches past their quota to its next-best tasks elsewhere instead of leaving its slots to coverage."""
-    big = make_tasks(n_envs=2, per_env=300)
-    small = make_tasks(n_envs=40, per_env=1, seed=1).assign(
-        task_id=lambda f: "s" + f["task_id"], env_id=lambda f: "small-" + f["env_id"]
-    )
-    catalog = TaskCatalog.from_frame(pd.concat([big, small], ignore_index=True))
+    catalog = two_large_and_forty_small_environments()
     sched = EnvSched(catalog, SchedulerConfig(batch_size=32, pool_factor=1, rho=0.0, rho_min=0.0), seed=0)
     sched.select(1)
     mixed = {t: 0.5 if t.startswith("e") else 0.0 for t in catalog.task_ids}
