@@ -127,7 +127,6 @@ def test_stress_regimes_are_held_out_variations_of_the_suite_worlds():
     sim = STRESS_REGIMES["g4"].world(7).reset(0)
     batch = pd.DataFrame({"task_id": sim.task_ids[:3]})
     assert sim.rollout(batch, 1).groupby("task_id").size().tolist() == [4, 4, 4]
-    frame = (
-        STRESS_REGIMES["three-envs"].world(7).catalog_frame()
-    )  # too few environments for B under the quota
+    # too few environments to fill B under the configured quota
+    frame = STRESS_REGIMES["three-envs"].world(7).catalog_frame()
     assert frame["env_id"].nunique() * SchedulerConfig(batch_size=32).env_quota < 32

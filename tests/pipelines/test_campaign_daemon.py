@@ -104,18 +104,28 @@ def test_campaign_whose_engine_fails_is_marked_failed_with_the_reason(driver):
     assert _sensor_requests(driver) == []  # a failed campaign is not advanced
 
 
-def test_quota_check_uses_the_campaign_env_quota(driver):
-    config = _config("quota", steps=1, scheduler_config={"env_quota_fraction": 0.5})
-    run_campaign(config, driver)
+def _scheduled_batch_metadata(driver, campaign_id: str) -> dict:
+    """Metadata of the campaign's latest ``scheduled_batch`` materialisation."""
     (event,) = driver.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("scheduled_batch"), asset_partitions=["quota"]), limit=10
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("scheduled_batch"), asset_partitions=[campaign_id]),
+        limit=10,
     ).records[-1:]
-    metadata = event.asset_materialization.metadata
-    assert metadata["environment_quota"].value == 6  # max(2, ceil(0.5 * 12)), not the default 2
+    return event.asset_materialization.metadata
+
+
+def _quota_check_passed(driver) -> bool:
     check = driver.instance.event_log_storage.get_latest_asset_check_execution_by_key(
         [dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota")]
     )
-    assert all(record.status.value == "SUCCEEDED" for record in check.values())
+    return all(record.status.value == "SUCCEEDED" for record in check.values())
+
+
+def test_quota_check_uses_the_campaign_env_quota(driver):
+    config = _config("quota", steps=1, scheduler_config={"env_quota_fraction": 0.5})
+    run_campaign(config, driver)
+    metadata = _scheduled_batch_metadata(driver, "quota")
+    assert metadata["environment_quota"].value == 6  # max(2, ceil(0.5 * 12)), not the default 2
+    assert _quota_check_passed(driver)
 
 
 def test_quota_check_passes_a_batch_that_needs_more_than_the_configured_quota(driver):
@@ -127,30 +137,18 @@ def test_quota_check_passes_a_batch_that_needs_more_than_the_configured_quota(dr
     assert catalog.n_envs == 20
     assert scheduler.env_quota == 2
     run_campaign(config, driver)
-    (event,) = driver.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("scheduled_batch"), asset_partitions=["tight"]), limit=10
-    ).records[-1:]
-    metadata = event.asset_materialization.metadata
+    metadata = _scheduled_batch_metadata(driver, "tight")
     assert metadata["environment_quota"].value == scheduler.env_quota
     assert metadata["tasks"].value == 24
-    check = driver.instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        [dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota")]
-    )
-    assert all(record.status.value == "SUCCEEDED" for record in check.values())
+    assert _quota_check_passed(driver)
 
 
 def test_quota_check_passes_a_pool_smaller_than_the_batch_scheduled_whole(driver):
     config = _config("whole", steps=1, batch_size=200)  # the base split holds 169 training tasks
     _, catalog = build_scheduler(driver.store, config)
     run_campaign(config, driver)
-    (event,) = driver.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("scheduled_batch"), asset_partitions=["whole"]), limit=10
-    ).records[-1:]
-    assert event.asset_materialization.metadata["tasks"].value == len(catalog) == 169
-    check = driver.instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        [dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota")]
-    )
-    assert all(record.status.value == "SUCCEEDED" for record in check.values())
+    assert _scheduled_batch_metadata(driver, "whole")["tasks"].value == len(catalog) == 169
+    assert _quota_check_passed(driver)
 
 
 def test_graph_fields_make_the_campaign_build_its_own_graph(driver):
