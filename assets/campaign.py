@@ -14,6 +14,7 @@ import pandas as pd
 from assets.catalog import WAREHOUSE_POOL, check_result
 from assets.observability import batch_preview, progress_text, step_metrics_metadata
 from envsched_core import TaskStats, batch_metrics
+from envsched_core.dynamic_sampling import uses_dynamic_sampling
 from envsched_core.graph import edge_changes, edges_to_frame
 from pipelines import scheduler_cache
 from pipelines.campaign import dump_state
@@ -189,7 +190,8 @@ def _cross_update(store, campaign_id: str, catalog, before, scheduler):
             "check_batch_respects_quota",
             asset="scheduled_batch",
             blocking=True,
-            description="B distinct tasks; EnvSched batches keep the environment quota.",
+            description="B distinct tasks (a dynamic-sampling peer's first round may hold fewer); "
+            "EnvSched batches keep the environment quota.",
         )
     ],
 )
@@ -230,7 +232,11 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
     # EnvSched's quota for this catalogue (its config's, raised where few environments could not fill B)
     quota = getattr(scheduler, "env_quota", None) or len(primary)
     bad = problems[(problems.copies > 1) | (problems.env_count > quota)]
-    if len(primary) != min(cfg.batch_size, len(catalog)):  # a pool smaller than B is scheduled whole
+    expected = min(cfg.batch_size, len(catalog))  # a pool smaller than B is scheduled whole
+    # a dynamic-sampling peer (GRESO) skips tasks before rolling out: when its skips use the pool up, its
+    # first round is short and its refill rounds complete the step
+    short_by_rule = uses_dynamic_sampling(scheduler) and len(primary) < expected
+    if len(primary) != expected and not short_by_rule:
         bad = problems  # a short or long batch: every row is suspect
     yield dg.MaterializeResult(
         metadata={

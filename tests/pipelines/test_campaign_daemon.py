@@ -104,20 +104,26 @@ def test_campaign_whose_engine_fails_is_marked_failed_with_the_reason(driver):
     assert _sensor_requests(driver) == []  # a failed campaign is not advanced
 
 
-def _scheduled_batch_metadata(driver, campaign_id: str) -> dict:
-    """Metadata of the campaign's latest ``scheduled_batch`` materialisation."""
-    (event,) = driver.instance.fetch_materializations(
+def _scheduled_batch_metadata(driver, campaign_id: str, step: int = 1) -> dict:
+    """Metadata of the ``scheduled_batch`` materialisation that scheduled the campaign's ``step``."""
+    records = driver.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("scheduled_batch"), asset_partitions=[campaign_id]),
         limit=10,
-    ).records[-1:]
-    return event.asset_materialization.metadata
+    ).records
+    (metadata,) = [
+        m
+        for m in (r.asset_materialization.metadata for r in records)
+        if "tasks" in m and m["step"].value == step
+    ]
+    return metadata
 
 
 def _quota_check_passed(driver) -> bool:
-    check = driver.instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        [dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota")]
+    """Every execution of the quota check (each step's batch), not only the latest, succeeded."""
+    history = driver.instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("scheduled_batch"), "check_batch_respects_quota"), limit=100
     )
-    return all(record.status.value == "SUCCEEDED" for record in check.values())
+    return bool(history) and all(record.status.value == "SUCCEEDED" for record in history)
 
 
 def test_quota_check_uses_the_campaign_env_quota(driver):
@@ -149,6 +155,17 @@ def test_quota_check_passes_a_pool_smaller_than_the_batch_scheduled_whole(driver
     run_campaign(config, driver)
     assert _scheduled_batch_metadata(driver, "whole")["tasks"].value == len(catalog) == 169
     assert _quota_check_passed(driver)
+
+
+def test_quota_check_passes_a_greso_first_round_that_skipped_part_of_a_small_pool(driver):
+    # GRESO skips prompts with a zero-variance streak and draws others until B survive or the pool is used up:
+    # over 169 tasks at B = 160, step 2's first round skips more than 9 and holds fewer than B (by its rule)
+    greso = {"p_init": 0.01}  # a task after one zero-variance group is kept with probability 0.01
+    config = _config("greso-small", steps=2, batch_size=160, scheduler="greso", scheduler_config=greso)
+    run_campaign(config, driver)
+    assert driver.store.campaign("greso-small")["status"] == "completed"
+    assert _scheduled_batch_metadata(driver, "greso-small", step=2)["roles"].value["exploit"] < 160
+    assert _quota_check_passed(driver)  # step 1's ingest run schedules step 2: the check failed that run
 
 
 def test_graph_fields_make_the_campaign_build_its_own_graph(driver):
