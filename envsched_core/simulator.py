@@ -308,9 +308,11 @@ class Simulator:
         self.theta = np.asarray(state["theta"], dtype=float).copy()
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])
 
+    def _logit(self, rows: np.ndarray) -> np.ndarray:
+        return (self._load_w[rows] * self.theta[self._load_idx[rows]]).sum(axis=1) - self._difficulty[rows]
+
     def _success(self, rows: np.ndarray) -> np.ndarray:
-        z = (self._load_w[rows] * self.theta[self._load_idx[rows]]).sum(axis=1) - self._difficulty[rows]
-        return _sigmoid(z)
+        return _sigmoid(self._logit(rows))
 
     def success_probability(self) -> np.ndarray:
         """p_i of every training task, catalogue order (oracle; for metrics only)."""
@@ -415,13 +417,18 @@ class Simulator:
         informative = np.flatnonzero(std > 1e-9)[:max_groups]
         if len(informative):
             rows = self._train_rows[pos[informative]]
+            signal = self._group_signal(rows, r[informative], std[informative])
             # Batch-mean update, as a GRPO loss averaged over the B groups of the training batch.
-            push = (self.config.lr / max(max_groups, 1)) * self._load_w[rows] * std[informative][:, None]
+            push = (self.config.lr / max(max_groups, 1)) * self._load_w[rows] * signal[:, None]
             push = self._push_direction(rows, push)
             self.theta += np.bincount(
                 self._load_idx[rows].ravel(), weights=push.ravel(), minlength=self.n_skills
             )
         return len(informative)
+
+    def _group_signal(self, rows: np.ndarray, reward: np.ndarray, std: np.ndarray) -> np.ndarray:
+        """A group's policy-gradient push on its task's logit, sum_j A_j (r_j - p) / G = std(r)."""
+        return std
 
     def _push_direction(self, rows: np.ndarray, push: np.ndarray) -> np.ndarray:
         """The push of the trained groups of `rows` (a subclass may make some of them noise)."""

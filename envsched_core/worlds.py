@@ -9,8 +9,8 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Four mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
-(it only gained the `_push_direction` hook):
+Five mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+(it only gained the `_push_direction` and `_group_signal` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
 * a scrambled catalogue: the embedding and every signature column (tools, effects, state fields,
@@ -22,6 +22,13 @@ Four mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulato
   the policy gradient of a reward independent of the actions is zero in expectation, so a trained flaky
   group pushes each skill it loads on by its usual size times N(0, 1) noise. The catalogue does not mark
   them and held-out tasks are never flaky.
+* multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
+  fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
+  the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
+  calls passed before the first failure (progress along a sequence, as BFCL's turns and ACEBench's
+  milestones, not the base world's independent checks). A group's push is the policy gradient of the per-call
+  logit with group-normalised advantages, mean_j A_j d log pi(rollout_j) / n: a group whose rollouts all stop at
+  the same call teaches nothing, and neither does one without reward spread.
 * environment updates (an attack on schedulers that trust their history): after step `shift_step` a share
   `shift` of the environments is updated, and every task in them, training and held-out alike, gets
   `shift_size` logits harder or easier (the sign drawn per environment), once. What was learned about those
@@ -68,6 +75,7 @@ class WorldSimulator(Simulator):
         shift: float = 0.0,
         shift_step: int = 30,
         shift_size: float = 2.5,
+        chain: bool = False,
     ):
         if not 0.0 <= forget < 1.0:
             raise ValueError(f"WorldSimulator: forget={forget} must be in [0, 1).")
@@ -77,7 +85,10 @@ class WorldSimulator(Simulator):
             raise ValueError(
                 f"WorldSimulator: shift={shift} must be in [0, 1], shift_step={shift_step} >= 1."
             )
+        if chain and flaky:
+            raise ValueError("WorldSimulator: chain and flaky verifiers do not combine.")
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
+        self.chain = bool(chain)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         super().__init__(config, seed)
         # Drawn from streams of their own, so the rest of the world is the same with or without them.
@@ -101,6 +112,8 @@ class WorldSimulator(Simulator):
     def _build_world(self, rng: np.random.Generator) -> None:
         super()._build_world(rng)
         self._difficulty0 = self._difficulty  # before any shift; `_difficulty` is replaced, never edited
+        self._calls = np.maximum(self._gold_calls, 1)  # the steps of a multi-step (chain) task
+        self._call_offset = -np.log(2.0 ** (1.0 / self._calls) - 1.0)  # logit(2^(-1/n)): q^n = 1/2 at z = 0
 
     def _set_steps_done(self, steps: int) -> None:
         """Steps completed since reset, and the difficulties they imply (shifted from `shift_step` on)."""
@@ -126,10 +139,67 @@ class WorldSimulator(Simulator):
         return self._flaky[self._train_rows]
 
     def _success(self, rows: np.ndarray) -> np.ndarray:
+        """Expected reward of each task under its verifier (for a binary one, the success probability)."""
+        if self.chain:
+            return self._chain_moments(rows)[0]
         p = super()._success(rows)
         if self.flaky == 0:
             return p
         return np.where(self._flaky[rows], self._flaky_rate[rows], p)
+
+    # ---- multi-step tasks (chain) ------------------------------------------------------------------
+    def _call_success(self, rows: np.ndarray) -> np.ndarray:
+        """q: the chance that one gold call of the task succeeds."""
+        return 1.0 / (1.0 + np.exp(-(self._logit(rows) + self._call_offset[rows])))
+
+    def _chain_moments(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(E[r], Var[r]) of one rollout: k calls pass before the first failure, P(k = j) = q^j (1 - q) for
+        j < n and q^n at j = n; r = k / n (graded) or [k = n] (binary)."""
+        q, n = self._call_success(rows), self._calls[rows]
+        j = np.arange(int(n.max()) + 1)[None, :]
+        prob = np.where(j < n[:, None], q[:, None] ** j * (1 - q[:, None]), 0.0)
+        prob[np.arange(len(rows)), n] = q**n
+        r = np.where(self._graded[rows][:, None], j / n[:, None], (j == n[:, None]).astype(float))
+        mean = (prob * r).sum(axis=1)
+        return mean, np.maximum((prob * r * r).sum(axis=1) - mean**2, 0.0)
+
+    def expected_variance(self) -> np.ndarray:
+        if not self.chain:
+            return super().expected_variance()
+        g = self.config.group_size
+        return self._chain_moments(self._train_rows)[1] * (g - 1) / g
+
+    def rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
+        if not self.chain:
+            return super().rollout(batch, step)
+        rows = self._train_rows[self._rows_of(batch["task_id"])]
+        g, q, n = self.config.group_size, self._call_success(rows), self._calls[rows]
+        calls = np.arange(int(n.max()))[None, None, :] < n[:, None, None]
+        passed = np.cumprod(self.rng.random((len(rows), g, calls.shape[2])) < q[:, None, None], axis=2)
+        k = (passed * calls).sum(axis=2)  # calls passed before the first failure
+        reward = np.where(self._graded[rows][:, None], k / n[:, None], (k == n[:, None]).astype(float))
+        return pd.DataFrame(
+            {
+                "task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), g),
+                "step": int(step),
+                "reward": reward.ravel(),
+            }
+        )
+
+    def _group_signal(self, rows: np.ndarray, reward: np.ndarray, std: np.ndarray) -> np.ndarray:
+        if not self.chain:
+            return super()._group_signal(rows, reward, std)
+        q, n = self._call_success(rows)[:, None], self._calls[rows][:, None]
+        # d log pi / d logit of a rollout that passed k calls, then failed one (or passed all n)
+        k_graded = np.rint(reward * n)
+        j = np.arange(int(n.max()))[None, :]
+        k_failed = (np.where(j < n, j * q**j, 0.0).sum(axis=1, keepdims=True) * (1 - q)) / np.maximum(
+            1 - q**n, 1e-12
+        )
+        k = np.where(self._graded[rows][:, None], k_graded, np.where(reward >= 1, n, k_failed))
+        score = k * (1 - q) - q * (k < n)
+        advantage = (reward - reward.mean(axis=1, keepdims=True)) / std[:, None]
+        return (advantage * score).mean(axis=1) / n[:, 0]
 
     def _push_direction(self, rows: np.ndarray, push: np.ndarray) -> np.ndarray:
         if self.flaky == 0 or not self._flaky[rows].any():
@@ -168,6 +238,8 @@ class Regime:
     """Share of training tasks with a policy-blind (coin-flip) verifier; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
+    chain: bool = False
+    """Multi-step tasks: a rollout stops at its first failing gold call; see `WorldSimulator`."""
     quick_config: SimConfig | None = None
     """A smaller config for quick runs (e.g. the 100k-task regime at 10k); None = the same as `config`."""
     tags: tuple[str, ...] = field(default=())
@@ -179,10 +251,16 @@ class Regime:
     def world(self, seed: int, quick: bool = False) -> Simulator:
         """World number ``seed`` of this regime."""
         config = self.sim_config(quick)
-        if self.forget == 0 and not self.scramble and self.flaky == 0 and self.shift == 0:
+        if self.forget == 0 and not self.scramble and self.flaky == 0 and self.shift == 0 and not self.chain:
             return Simulator(config, seed)
         return WorldSimulator(
-            config, seed, forget=self.forget, scramble=self.scramble, flaky=self.flaky, shift=self.shift
+            config,
+            seed,
+            forget=self.forget,
+            scramble=self.scramble,
+            flaky=self.flaky,
+            shift=self.shift,
+            chain=self.chain,
         )
 
 
@@ -318,6 +396,21 @@ STRESS_REGIMES: dict[str, Regime] = {
             "three-envs",
             "3 environments x 480 tasks: under the configured quota (7 at B = 32) they cannot fill a batch",
             replace(BASE, n_envs=3, tasks_per_env=480, heldout_per_env=120),
+            tags=("shared",),
+        ),
+        Regime(
+            "chain",
+            "multi-step tasks: a rollout stops at its first failing gold call; graded verifiers (30%) score the "
+            "share of calls passed (progress along a sequence, not independent checks)",
+            replace(BASE, d0=1.2),
+            chain=True,
+            tags=("shared",),
+        ),
+        Regime(
+            "chain-graded",
+            "multi-step tasks, every verifier graded by the share of calls passed before the first failure",
+            replace(BASE, d0=1.2, graded_share=1.0),
+            chain=True,
             tags=("shared",),
         ),
         Regime(

@@ -130,3 +130,67 @@ def test_stress_regimes_are_held_out_variations_of_the_suite_worlds():
     # too few environments to fill B under the configured quota
     frame = STRESS_REGIMES["three-envs"].world(7).catalog_frame()
     assert frame["env_id"].nunique() * SchedulerConfig(batch_size=32).env_quota < 32
+    # multi-step tasks, graded by the share of calls passed
+    chain = STRESS_REGIMES["chain-graded"].world(7).reset(0)
+    reward = chain.rollout(pd.DataFrame({"task_id": chain.task_ids[:50]}), 1)["reward"]
+    assert chain.chain and 0 < reward.mean() < 1 and reward.isin([0.0, 1.0]).mean() < 1
+
+
+def test_worlds_chain_tasks_stop_at_their_first_failing_call():
+    sim = WorldSimulator(replace(SMALL, drift=0.0, graded_share=0.5), seed=3, chain=True)
+    calls = sim._calls[sim._train_rows]
+    assert calls.min() == 1 and calls.max() >= 3
+    q0 = 1.0 / (1.0 + np.exp(-sim._call_offset))
+    np.testing.assert_allclose(q0**sim._calls, 0.5)  # at logit 0 the full pass is 1/2, however many calls
+    ids = pd.Series(np.asarray(sim.task_ids))
+    rewards = np.stack(
+        [
+            sim.rollout(pd.DataFrame({"task_id": ids}), s)["reward"].to_numpy().reshape(len(ids), -1)
+            for s in range(300)
+        ],
+        axis=1,
+    ).reshape(len(ids), -1)  # 2,400 rollouts per task
+    graded = sim._graded[sim._train_rows]
+    np.testing.assert_array_equal(np.isin(rewards[~graded], [0.0, 1.0]), True)
+    steps = rewards[graded] * calls[graded][:, None]
+    np.testing.assert_allclose(steps, np.rint(steps))  # the share of calls passed: multiples of 1 / n
+    mean, var = sim._chain_moments(sim._train_rows)
+    assert np.abs(rewards.mean(axis=1) - mean).max() < 0.04
+    assert np.abs(rewards.var(axis=1) - var).max() < 0.03
+    np.testing.assert_allclose(sim.success_probability(), mean)  # the expected reward under the verifier
+    with pytest.raises(ValueError, match="chain and flaky"):
+        WorldSimulator(SMALL, chain=True, flaky=0.1)
+
+
+def test_worlds_chain_group_push_is_the_policy_gradient_of_the_call_logit():
+    sim = WorldSimulator(replace(SMALL, drift=0.0, graded_share=0.5), seed=3, chain=True)
+    rows, calls, graded = sim._train_rows, sim._calls, sim._graded
+    one = rows[(calls[rows] == 1) & ~graded[rows]][:1]
+    reward = np.array([[1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(
+        sim._group_signal(one, reward, reward.std(axis=1)), reward.std()
+    )  # the base rule
+    two = rows[(calls[rows] == 2) & graded[rows]][:1]
+    q = sim._call_success(two)[0]
+    reward = np.array([[0.0, 0.5, 1.0, 1.0]])  # stopped at call 1, at call 2, passed both twice
+    std = np.sqrt(np.mean((reward - 0.625) ** 2))  # 0.41458
+    score = np.array([-q, (1 - q) - q, 2 * (1 - q), 2 * (1 - q)])  # d log pi / d logit of each rollout
+    expected = np.mean((reward[0] - 0.625) / std * score) / 2
+    np.testing.assert_allclose(sim._group_signal(two, reward, np.array([std])), [expected])
+    assert expected > 0
+    # every rollout stopping at the same call: no spread, no update
+    task = sim.task_ids[np.flatnonzero(rows == two[0])[0]]
+    same = pd.DataFrame({"task_id": [task] * sim.config.group_size, "step": 1, "reward": 0.5})
+    before = sim.theta.copy()
+    assert sim.train(same, max_groups=1) == 0
+    np.testing.assert_array_equal(sim.theta, before)
+
+
+def test_worlds_chain_policy_learns_from_random_batches():
+    sim = WorldSimulator(replace(SMALL, drift=0.0), seed=3, chain=True)
+    start = sim.heldout_score()
+    rng = np.random.default_rng(0)
+    for step in range(30):
+        ids = pd.Series(rng.choice(np.asarray(sim.task_ids), 12, replace=False))
+        sim.train(sim.rollout(pd.DataFrame({"task_id": ids}), step), max_groups=12)
+    assert sim.heldout_score() > start + 0.02
