@@ -23,6 +23,7 @@ from pipelines.campaign_status import (
     campaign_status,
     complete_campaign,
     end_mlflow_run,
+    fail_campaign,
     load_campaign,
     tag_run,
 )
@@ -201,6 +202,26 @@ def scheduled_batch(context: dg.AssetExecutionContext, warehouse: WarehouseResou
         yield from _schedule(context, store, mlflow)
 
 
+def batch_problem(
+    primary: pd.DataFrame, quota: int, expected: int, dynamic_sampling: bool
+) -> tuple[str, pd.DataFrame]:
+    """What breaks the batch contract in a batch's primary (not oversample) rows, '' when nothing, and the rows
+    at fault: other than ``expected`` tasks, a task twice, more than ``quota`` tasks of one environment. A
+    dynamic-sampling peer (GRESO) skips tasks before rolling out: when its skips use the pool up its first
+    round is short, and its refill rounds complete the step."""
+    if len(primary) != expected and not (dynamic_sampling and len(primary) < expected):
+        return f"{len(primary)} tasks where {expected} were due", primary
+    copies = primary.groupby("task_id")["task_id"].transform("size")
+    if (copies > 1).any():
+        twice = primary[copies > 1]
+        return f"task {twice['task_id'].iloc[0]!r} {int(copies.max())} times", twice
+    per_env = primary.groupby("env_id")["task_id"].transform("size")
+    if (per_env > quota).any():
+        over = primary[per_env > quota]
+        return f"{int(per_env.max())} tasks of environment {over['env_id'].iloc[0]!r} (quota {quota})", over
+    return "", primary.iloc[:0]
+
+
 def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
     cfg = load_campaign(context, store)
     campaign_id = cfg.campaign_id
@@ -222,22 +243,20 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
     with campaign_status(store, campaign_id, f"scheduled_batch of step {step}", mlflow):
         scheduler, catalog = scheduler_cache.restore(store, cfg, observed, "observed")
         batch = scheduler.select(step)
-        store.save_batch(campaign_id, step, batch, dump_state(scheduler))
-        scheduler_cache.keep(store, cfg, scheduler, step, "selected")
-    primary = batch[batch["role"] != "oversample"]
-    problems = primary.assign(
-        copies=primary.groupby("task_id")["task_id"].transform("size"),
-        env_count=primary.groupby("env_id")["task_id"].transform("size"),
-    )
-    # EnvSched's quota for this catalogue (its config's, raised where few environments could not fill B)
-    quota = getattr(scheduler, "env_quota", None) or len(primary)
-    bad = problems[(problems.copies > 1) | (problems.env_count > quota)]
-    expected = min(cfg.batch_size, len(catalog))  # a pool smaller than B is scheduled whole
-    # a dynamic-sampling peer (GRESO) skips tasks before rolling out: when its skips use the pool up, its
-    # first round is short and its refill rounds complete the step
-    short_by_rule = uses_dynamic_sampling(scheduler) and len(primary) < expected
-    if len(primary) != expected and not short_by_rule:
-        bad = problems  # a short or long batch: every row is suspect
+        primary = batch[batch["role"] != "oversample"]
+        # EnvSched's quota for this catalogue (its config's, raised where few environments could not fill B)
+        quota = getattr(scheduler, "env_quota", None) or len(primary)
+        problem, bad = batch_problem(
+            primary, quota, min(cfg.batch_size, len(catalog)), uses_dynamic_sampling(scheduler)
+        )
+        if not problem:
+            store.save_batch(campaign_id, step, batch, dump_state(scheduler))
+            scheduler_cache.keep(store, cfg, scheduler, step, "selected")
+        else:  # nothing is trained on a batch that breaks the contract: the campaign stops, the batch unsaved
+            reason = (
+                f"scheduled_batch of step {step}: the {cfg.scheduler} batch breaks its contract ({problem})"
+            )
+            fail_campaign(store, campaign_id, f"{reason}; nothing was saved", mlflow)
     yield dg.MaterializeResult(
         metadata={
             "step": step,
@@ -253,4 +272,5 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
         bad[["task_id", "env_id", "role"]],
         "quota or duplicate violations",
         check_name="check_batch_respects_quota",
+        problem=problem,
     )

@@ -76,16 +76,22 @@ def _markdown(frame: pd.DataFrame) -> str:
     return "\n".join([header, *rows])
 
 
-def check_result(bad: pd.DataFrame, what: str, check_name: str | None = None) -> dg.AssetCheckResult:
-    """Passed when ``bad`` (the violating rows) is empty; shows up to 10 of them."""
+def check_result(
+    bad: pd.DataFrame, what: str, check_name: str | None = None, problem: str | None = None
+) -> dg.AssetCheckResult:
+    """Passed when ``bad`` (the violating rows) is empty, or, when ``problem`` is given, when it is ''
+    (a problem may have no rows: an empty batch); shows the problem and up to 10 rows."""
+    metadata = {
+        "violations": dg.MetadataValue.int(len(bad)),
+        "examples": dg.MetadataValue.md(_markdown(bad.head(10)) if len(bad) else f"no {what}"),
+    }
+    if problem:
+        metadata["problem"] = dg.MetadataValue.text(problem)
     return dg.AssetCheckResult(
         check_name=check_name,
-        passed=bad.empty,
+        passed=bad.empty if problem is None else not problem,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={
-            "violations": dg.MetadataValue.int(len(bad)),
-            "examples": dg.MetadataValue.md(_markdown(bad.head(10)) if len(bad) else f"no {what}"),
-        },
+        metadata=metadata,
     )
 
 

@@ -69,14 +69,16 @@ def campaign_status(
     except passthrough:
         raise
     except dg.Failure as exc:
-        _fail(store, campaign_id, f"{what}: {exc.description}", mlflow)
+        fail_campaign(store, campaign_id, f"{what}: {exc.description}", mlflow)
         raise
     except Exception as exc:
-        _fail(store, campaign_id, f"{what}: {type(exc).__name__}: {exc}", mlflow)
+        fail_campaign(store, campaign_id, f"{what}: {type(exc).__name__}: {exc}", mlflow)
         raise
 
 
-def _fail(store: Warehouse, campaign_id: str, reason: str, mlflow: MLflowResource | None) -> None:
+def fail_campaign(store: Warehouse, campaign_id: str, reason: str, mlflow: MLflowResource | None) -> None:
+    """Mark the campaign failed with ``reason`` (its first line; an earlier reason is kept) and end its MLflow
+    run FAILED: the campaign sensor stops advancing it."""
     if store.campaign(campaign_id)["status"] != "failed":  # keep the first reason (e.g. a quarantine)
         store.set_campaign_status(campaign_id, "failed", reason.splitlines()[0][:500])
     end_mlflow_run(mlflow, campaign_id, "FAILED")

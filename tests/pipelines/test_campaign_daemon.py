@@ -1,8 +1,10 @@
 """Campaigns Dagster runs by itself: `start_campaign`, the campaign sensor, statuses set by the assets."""
 
 import dagster as dg
+import pandas as pd
 import pytest
 
+from assets.campaign import batch_problem
 from campaign.config import CampaignConfig
 from pipelines.campaign import build_scheduler
 from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
@@ -166,6 +168,41 @@ def test_quota_check_passes_a_greso_first_round_that_skipped_part_of_a_small_poo
     assert driver.store.campaign("greso-small")["status"] == "completed"
     assert _scheduled_batch_metadata(driver, "greso-small", step=2)["roles"].value["exploit"] < 160
     assert _quota_check_passed(driver)  # step 1's ingest run schedules step 2: the check failed that run
+
+
+def test_batch_problem_names_what_breaks_the_contract():
+    batch = pd.DataFrame({"task_id": ["a", "b", "c", "d"], "env_id": ["x", "x", "y", "z"], "role": "exploit"})
+    assert batch_problem(batch, quota=2, expected=4, dynamic_sampling=False)[0] == ""
+    assert batch_problem(batch, 1, 4, False)[0] == "2 tasks of environment 'x' (quota 1)"
+    problem, rows = batch_problem(batch.iloc[:3], 2, 4, False)
+    assert problem == "3 tasks where 4 were due" and len(rows) == 3
+    assert (
+        batch_problem(batch.iloc[:3], 2, 4, dynamic_sampling=True)[0] == ""
+    )  # GRESO's skips used the pool up
+    assert batch_problem(batch.iloc[:0], 2, 4, False)[0] == "0 tasks where 4 were due"
+    twice = batch.assign(task_id=["a", "b", "c", "a"])
+    problem, rows = batch_problem(twice, 2, 4, False)
+    assert problem == "task 'a' 2 times" and rows["task_id"].tolist() == ["a", "a"]
+
+
+def test_campaign_whose_scheduler_breaks_the_batch_contract_stops_and_trains_nothing(driver, monkeypatch):
+    from envsched_core.baselines import RandomScheduler
+
+    select = RandomScheduler.select
+
+    def short(self, step):  # a scheduler bug: one task short of B (a task twice fails the warehouse's key)
+        return select(self, step).iloc[:-1]
+
+    monkeypatch.setattr(RandomScheduler, "select", short)
+    with pytest.raises(
+        CampaignFailed,
+        match=r"scheduled_batch of step 1: the random batch breaks its contract \(11 tasks where 12 were due\)",
+    ):
+        run_campaign(_config("buggy", scheduler="random"), driver)
+    assert driver.store.campaign("buggy")["status"] == "failed"
+    assert driver.store.progress("buggy")["scheduled"] == 0  # the batch was not saved
+    assert not driver.instance.get_runs(dg.RunsFilter(job_name="train_step"))
+    assert not _quota_check_passed(driver)
 
 
 def test_graph_fields_make_the_campaign_build_its_own_graph(driver):
