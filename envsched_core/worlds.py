@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Five mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Six mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction` and `_group_signal` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -29,6 +29,10 @@ Five mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulato
   milestones, not the base world's independent checks). A group's push is the policy gradient of the per-call
   logit with group-normalised advantages, mean_j A_j d log pi(rollout_j) / n: a group whose rollouts all stop at
   the same call teaches nothing, and neither does one without reward spread.
+* noisy verifiers (`noise`): every check's outcome, a binary verifier's pass or each of a graded one's partial
+  checks, is read flipped with probability `noise`, both ways (an LLM judge, a flaky test). All-fail tasks then
+  show mixed groups, with no signal in them: a group's push is its noise-free push times how much a read check
+  says about the outcome, P(pass | read pass) - P(pass | read fail) at the task's success rate.
 * environment updates (an attack on schedulers that trust their history): after step `shift_step` a share
   `shift` of the environments is updated, and every task in them, training and held-out alike, gets
   `shift_size` logits harder or easier (the sign drawn per environment), once. What was learned about those
@@ -76,6 +80,7 @@ class WorldSimulator(Simulator):
         shift_step: int = 30,
         shift_size: float = 2.5,
         chain: bool = False,
+        noise: float = 0.0,
     ):
         if not 0.0 <= forget < 1.0:
             raise ValueError(f"WorldSimulator: forget={forget} must be in [0, 1).")
@@ -85,10 +90,12 @@ class WorldSimulator(Simulator):
             raise ValueError(
                 f"WorldSimulator: shift={shift} must be in [0, 1], shift_step={shift_step} >= 1."
             )
-        if chain and flaky:
-            raise ValueError("WorldSimulator: chain and flaky verifiers do not combine.")
+        if not 0.0 <= noise < 0.5:
+            raise ValueError(f"WorldSimulator: noise={noise} must be in [0, 0.5).")
+        if chain and (flaky or noise):
+            raise ValueError("WorldSimulator: chain tasks do not combine with flaky or noisy verifiers.")
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
-        self.chain = bool(chain)
+        self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         super().__init__(config, seed)
         # Drawn from streams of their own, so the rest of the world is the same with or without them.
@@ -164,14 +171,22 @@ class WorldSimulator(Simulator):
         return mean, np.maximum((prob * r * r).sum(axis=1) - mean**2, 0.0)
 
     def expected_variance(self) -> np.ndarray:
-        if not self.chain:
-            return super().expected_variance()
         g = self.config.group_size
-        return self._chain_moments(self._train_rows)[1] * (g - 1) / g
+        if self.chain:
+            return self._chain_moments(self._train_rows)[1] * (g - 1) / g
+        if self.noise:  # each check reads its flipped value with probability noise
+            p = self.noise + (1 - 2 * self.noise) * self._success(self._train_rows)
+            v = p * (1 - p) * (g - 1) / g
+            return np.where(self._graded[self._train_rows], v / self.config.graded_checks, v)
+        return super().expected_variance()
 
     def rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
-        if not self.chain:
-            return super().rollout(batch, step)
+        if self.chain:
+            return self._chain_rollout(batch, step)
+        frame = super().rollout(batch, step)
+        return self._with_noise(frame) if self.noise else frame
+
+    def _chain_rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
         rows = self._train_rows[self._rows_of(batch["task_id"])]
         g, q, n = self.config.group_size, self._call_success(rows), self._calls[rows]
         calls = np.arange(int(n.max()))[None, None, :] < n[:, None, None]
@@ -187,6 +202,8 @@ class WorldSimulator(Simulator):
         )
 
     def _group_signal(self, rows: np.ndarray, reward: np.ndarray, std: np.ndarray) -> np.ndarray:
+        if self.noise:
+            return super()._group_signal(rows, reward, std) * self._reward_information(rows)
         if not self.chain:
             return super()._group_signal(rows, reward, std)
         q, n = self._call_success(rows)[:, None], self._calls[rows][:, None]
@@ -200,6 +217,27 @@ class WorldSimulator(Simulator):
         score = k * (1 - q) - q * (k < n)
         advantage = (reward - reward.mean(axis=1, keepdims=True)) / std[:, None]
         return (advantage * score).mean(axis=1) / n[:, 0]
+
+    # ---- noisy verifiers ---------------------------------------------------------------------------
+    def _with_noise(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Flip each check's outcome (the pass of a binary verifier, each partial check of a graded one) with
+        probability ``noise``: a verifier that errs both ways, as an LLM judge or a flaky test does."""
+        g, k, eps = self.config.group_size, self.config.graded_checks, self.noise
+        rows = np.repeat(self._train_rows[self._rows_of(frame["task_id"].iloc[::g])], g)
+        reward = frame["reward"].to_numpy()
+        flipped = np.where(self.rng.random(len(reward)) < eps, 1.0 - reward, reward)
+        passed = np.rint(reward * k).astype(np.int64)
+        checks = (self.rng.binomial(passed, 1 - eps) + self.rng.binomial(k - passed, eps)) / k
+        return frame.assign(reward=np.where(self._graded[rows], checks, flipped))
+
+    def _reward_information(self, rows: np.ndarray) -> np.ndarray:
+        """P(pass | read pass) - P(pass | read fail) of one check at the task's success rate p. The policy
+        gradient of a group with noisy rewards, given what was read, is its noise-free push (std of what was
+        read) times this: a read check is only that informative about what the policy did."""
+        p, eps = self._success(rows), self.noise
+        read_pass = p * (1 - eps) / (p * (1 - eps) + (1 - p) * eps)
+        read_fail = p * eps / (p * eps + (1 - p) * (1 - eps))
+        return read_pass - read_fail
 
     def _push_direction(self, rows: np.ndarray, push: np.ndarray) -> np.ndarray:
         if self.flaky == 0 or not self._flaky[rows].any():
@@ -240,6 +278,8 @@ class Regime:
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
     """Multi-step tasks: a rollout stops at its first failing gold call; see `WorldSimulator`."""
+    noise: float = 0.0
+    """Chance that a verifier misreads a check (both ways); see `WorldSimulator`."""
     quick_config: SimConfig | None = None
     """A smaller config for quick runs (e.g. the 100k-task regime at 10k); None = the same as `config`."""
     tags: tuple[str, ...] = field(default=())
@@ -251,7 +291,8 @@ class Regime:
     def world(self, seed: int, quick: bool = False) -> Simulator:
         """World number ``seed`` of this regime."""
         config = self.sim_config(quick)
-        if self.forget == 0 and not self.scramble and self.flaky == 0 and self.shift == 0 and not self.chain:
+        plain = self.forget == 0 and not self.scramble and self.flaky == 0 and self.shift == 0
+        if plain and not self.chain and self.noise == 0:
             return Simulator(config, seed)
         return WorldSimulator(
             config,
@@ -261,6 +302,7 @@ class Regime:
             flaky=self.flaky,
             shift=self.shift,
             chain=self.chain,
+            noise=self.noise,
         )
 
 
@@ -411,6 +453,21 @@ STRESS_REGIMES: dict[str, Regime] = {
             "multi-step tasks, every verifier graded by the share of calls passed before the first failure",
             replace(BASE, d0=1.2, graded_share=1.0),
             chain=True,
+            tags=("shared",),
+        ),
+        Regime(
+            "noisy",
+            "verifiers misread 10% of checks both ways (an LLM judge, a flaky test): all-fail tasks show mixed "
+            "groups that carry no signal",
+            BASE,
+            noise=0.1,
+            tags=("shared",),
+        ),
+        Regime(
+            "sparse-noisy",
+            "sparse binary rewards read with 10% errors: most mixed groups are misreads of all-fail tasks",
+            REGIMES["sparse"].config,
+            noise=0.1,
             tags=("shared",),
         ),
         Regime(

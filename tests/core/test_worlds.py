@@ -158,7 +158,7 @@ def test_worlds_chain_tasks_stop_at_their_first_failing_call():
     assert np.abs(rewards.mean(axis=1) - mean).max() < 0.04
     assert np.abs(rewards.var(axis=1) - var).max() < 0.03
     np.testing.assert_allclose(sim.success_probability(), mean)  # the expected reward under the verifier
-    with pytest.raises(ValueError, match="chain and flaky"):
+    with pytest.raises(ValueError, match="do not combine with flaky or noisy"):
         WorldSimulator(SMALL, chain=True, flaky=0.1)
 
 
@@ -194,3 +194,38 @@ def test_worlds_chain_policy_learns_from_random_batches():
         ids = pd.Series(rng.choice(np.asarray(sim.task_ids), 12, replace=False))
         sim.train(sim.rollout(pd.DataFrame({"task_id": ids}), step), max_groups=12)
     assert sim.heldout_score() > start + 0.02
+
+
+def test_worlds_noisy_verifiers_misread_checks_and_shrink_the_push():
+    config = replace(SMALL, drift=0.0, graded_share=0.5)
+    sim = WorldSimulator(config, seed=3, noise=0.1)
+    ids = pd.Series(np.asarray(sim.task_ids))
+    rewards = np.stack(
+        [
+            sim.rollout(pd.DataFrame({"task_id": ids}), s)["reward"].to_numpy().reshape(len(ids), -1)
+            for s in range(300)
+        ],
+        axis=1,
+    ).reshape(len(ids), -1)
+    p = sim.success_probability()  # what the policy achieves, the held-out score's measure
+    np.testing.assert_allclose(p, WorldSimulator(config, seed=3).success_probability())
+    assert np.abs(rewards.mean(axis=1) - (0.1 + 0.8 * p)).max() < 0.04  # each check read flipped 1 time in 10
+    graded = sim._graded[sim._train_rows]
+    assert np.isin(rewards[~graded], [0.0, 1.0]).all() and not np.isin(rewards[graded], [0.0, 1.0]).all()
+    g = config.group_size
+    expected = sim.expected_variance() / ((g - 1) / g)
+    realised = rewards.var(axis=1)
+    assert np.abs(realised - expected).max() < 0.03
+    # the push: the noise-free one times P(pass | read pass) - P(pass | read fail); at p = 1/2 that is 0.9 - 0.1
+    row = sim._train_rows[:1]
+    sim.theta[:] = 0.0
+    sim._difficulty = sim._difficulty + sim._logit(sim._train_rows)[0]  # task 0's logit is now 0: p = 1/2
+    reward = np.array([[1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(sim._group_signal(row, reward, reward.std(axis=1)), 0.8 * reward.std())
+    # a hopeless task's misread passes say little: p = 0.01 gives 0.083 - 0.0011
+    sim._difficulty[row] += np.log(99)
+    np.testing.assert_allclose(
+        sim._reward_information(row), 0.009 / (0.009 + 0.099) - 0.001 / (0.001 + 0.891)
+    )
+    with pytest.raises(ValueError, match="noise=0.5"):
+        WorldSimulator(SMALL, noise=0.5)
