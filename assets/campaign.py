@@ -14,9 +14,9 @@ import pandas as pd
 from assets.catalog import WAREHOUSE_POOL, check_result
 from assets.observability import batch_preview, progress_text, step_metrics_metadata
 from envsched_core import TaskStats, batch_metrics
-from envsched_core.dynamic_sampling import uses_dynamic_sampling
 from envsched_core.graph import edge_changes, edges_to_frame
 from pipelines import scheduler_cache
+from pipelines.batch_contract import check_batch
 from pipelines.campaign import dump_state
 from pipelines.campaign_status import (
     PARTITIONS,
@@ -202,26 +202,6 @@ def scheduled_batch(context: dg.AssetExecutionContext, warehouse: WarehouseResou
         yield from _schedule(context, store, mlflow)
 
 
-def batch_problem(
-    primary: pd.DataFrame, quota: int, expected: int, dynamic_sampling: bool
-) -> tuple[str, pd.DataFrame]:
-    """What breaks the batch contract in a batch's primary (not oversample) rows, '' when nothing, and the rows
-    at fault: other than ``expected`` tasks, a task twice, more than ``quota`` tasks of one environment. A
-    dynamic-sampling peer (GRESO) skips tasks before rolling out: when its skips use the pool up its first
-    round is short, and its refill rounds complete the step."""
-    if len(primary) != expected and not (dynamic_sampling and len(primary) < expected):
-        return f"{len(primary)} tasks where {expected} were due", primary
-    copies = primary.groupby("task_id")["task_id"].transform("size")
-    if (copies > 1).any():
-        twice = primary[copies > 1]
-        return f"task {twice['task_id'].iloc[0]!r} {int(copies.max())} times", twice
-    per_env = primary.groupby("env_id")["task_id"].transform("size")
-    if (per_env > quota).any():
-        over = primary[per_env > quota]
-        return f"{int(per_env.max())} tasks of environment {over['env_id'].iloc[0]!r} (quota {quota})", over
-    return "", primary.iloc[:0]
-
-
 def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
     cfg = load_campaign(context, store)
     campaign_id = cfg.campaign_id
@@ -243,26 +223,19 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
     with campaign_status(store, campaign_id, f"scheduled_batch of step {step}", mlflow):
         scheduler, catalog = scheduler_cache.restore(store, cfg, observed, "observed")
         batch = scheduler.select(step)
-        primary = batch[batch["role"] != "oversample"]
-        # EnvSched's quota for this catalogue (its config's, raised where few environments could not fill B)
-        quota = getattr(scheduler, "env_quota", None) or len(primary)
-        problem, bad = batch_problem(
-            primary, quota, min(cfg.batch_size, len(catalog)), uses_dynamic_sampling(scheduler)
-        )
+        problem, bad, quota = check_batch(batch, scheduler, min(cfg.batch_size, len(catalog)))
         if not problem:
             store.save_batch(campaign_id, step, batch, dump_state(scheduler))
             scheduler_cache.keep(store, cfg, scheduler, step, "selected")
-        else:  # nothing is trained on a batch that breaks the contract: the campaign stops, the batch unsaved
-            reason = (
-                f"scheduled_batch of step {step}: the {cfg.scheduler} batch breaks its contract ({problem})"
-            )
-            fail_campaign(store, campaign_id, f"{reason}; nothing was saved", mlflow)
+        else:  # nothing trains on a batch that breaks the contract: the campaign stops, the batch unsaved
+            reason = f"the {cfg.scheduler} batch breaks its contract ({problem}); nothing was saved"
+            fail_campaign(store, campaign_id, f"scheduled_batch of step {step}: {reason}", mlflow)
     yield dg.MaterializeResult(
         metadata={
             "step": step,
             "progress": progress_text(step, cfg.steps),
             "tasks": len(batch),
-            "environments": int(primary["env_id"].nunique()),
+            "environments": int(batch.loc[batch["role"] != "oversample", "env_id"].nunique()),
             "environment_quota": quota,
             "roles": batch["role"].value_counts().to_dict(),
             "batch_preview": batch_preview(batch),

@@ -4,8 +4,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.campaign import batch_problem
 from campaign.config import CampaignConfig
+from pipelines.batch_contract import batch_problem
 from pipelines.campaign import build_scheduler
 from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
 from pipelines.driver import CampaignFailed, _execute, run_campaign
