@@ -67,7 +67,8 @@ SCRAMBLED_COLUMNS = (
 
 
 class WorldSimulator(Simulator):
-    """A Simulator with optional forgetting, scrambled catalogue and flaky (policy-blind) verifiers."""
+    """A Simulator with optional forgetting, scrambled catalogue, flaky (policy-blind) or noisy verifiers,
+    multi-step tasks and environment updates (module docstring)."""
 
     def __init__(
         self,
