@@ -130,10 +130,12 @@ def frontier_transfer_factor(
 
 def _renamed_fields(config: dict) -> dict:
     """A saved config in today's field names: ``observe_accuracy`` (before full_pass_weight) read rewards at
-    weight 1 when on and 0 when off, and a state saved without either read them at 0."""
+    weight 1 when on and 0 when off, and a state saved without either read them at 0; a state saved before
+    ``training_dispersion`` ran without it."""
     config = dict(config)
     accuracy = config.pop("observe_accuracy", False)
     config.setdefault("full_pass_weight", 1.0 if accuracy else 0.0)
+    config.setdefault("training_dispersion", False)  # before it, the dispersions read the blended variance
     return config
 
 
@@ -492,10 +494,13 @@ class EnvSched:
         idx = validate_rollouts(rollouts, self.catalog)
         if len(idx) == 0:
             return
+        training = group_outcomes(rollouts, idx)["variance"].to_numpy()  # of the reward the trainer uses
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
             rollouts = rollouts.assign(reward=(1 - w) * reward + w * (reward >= CORRECT_REWARD))
-        groups = group_outcomes(rollouts, idx)
+        groups = group_outcomes(rollouts, idx)  # the same (step, task) order as ``training``
+        # the dispersion ratios' numerator: the training reward's variance, or the blended reading's
+        groups["spread"] = training if self.cfg.training_dispersion else groups["variance"]
         for step, part in groups.groupby("step", sort=True):
             rows, step = part["idx"].to_numpy(), int(step)
             variance = part["variance"].to_numpy()
@@ -505,11 +510,11 @@ class EnvSched:
                 self.predictor.record(self.predictor.components(self.stats, step, rows), variance)
             else:
                 trials = part["size"].to_numpy(dtype=float)
-                self.outcome.update(rows, step, part["mean"].to_numpy(), variance, trials)
+                self.outcome.update(rows, step, part["mean"].to_numpy(), part["spread"].to_numpy(), trials)
             if self.progress is not None:
                 self.progress.update(rows, part["mean"].to_numpy(), variance)
             if self.dispersion is not None:
-                self.dispersion.update(rows, part["mean"].to_numpy(), variance)
+                self.dispersion.update(rows, part["mean"].to_numpy(), part["spread"].to_numpy())
             if self.learnability is not None:
                 self.learnability.update(rows, part["mean"].to_numpy(), variance)
             self.stats.update(rows, step, variance, part["mean"].to_numpy())

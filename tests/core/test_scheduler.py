@@ -285,3 +285,29 @@ def test_scheduler_reads_rewards_as_partial_credit_blended_with_the_full_pass(
     rows = catalog.indices_of(np.array([partial, passing, binary], dtype=object))
     observed = np.column_stack([sched.stats.mu[rows], sched.stats.m[rows]])
     np.testing.assert_allclose(observed, [partial_stats, passing_stats, (0.25, 0.1875)], atol=1e-12)
+
+
+@pytest.mark.parametrize(("flag", "spread"), [(True, 0.0625), (False, 0.015625)])
+def test_scheduler_dispersion_reads_the_training_rewards_spread(catalog, flag, spread):
+    # half the rollouts reach half credit, none completes: the reward the trainer normalises spreads 0.0625
+    # around 0.25; the blended reading (w = 0.5) reads 0.25 and 0, which spread a quarter as much
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=16, training_dispersion=flag), seed=0)
+    task = sched.select(1)["task_id"].iloc[0]
+    sched.observe(group(task, 1, [0.5] * 4 + [0.0] * 4))
+    (row,) = catalog.indices_of(np.array([task], dtype=object))
+    env = catalog.env[row]
+    assert sched.outcome.disp_num[env] == pytest.approx(spread)
+    assert sched.outcome.disp_den[env] == pytest.approx(0.125 * 0.875)  # the blended mean's, either way
+    assert sched.dispersion.var_sum[row] == pytest.approx(spread)
+
+
+def test_scheduler_resumes_a_state_saved_before_training_dispersion_without_it(catalog, success):
+    original = EnvSched(catalog, SchedulerConfig(batch_size=16, training_dispersion=False), seed=3)
+    run(original, success, 2)
+    state = copy.deepcopy(original.state_dict())
+    del state["config"]["training_dispersion"]  # as an older version wrote it
+    resumed = EnvSched(catalog, SchedulerConfig(batch_size=16, training_dispersion=False), seed=99)
+    resumed.load_state_dict(state)
+    pd.testing.assert_frame_equal(original.select(3), resumed.select(3))
+    with pytest.raises(ValueError, match="training_dispersion"):
+        EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0).load_state_dict(state)
