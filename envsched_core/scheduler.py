@@ -494,13 +494,15 @@ class EnvSched:
         idx = validate_rollouts(rollouts, self.catalog)
         if len(idx) == 0:
             return
-        training = group_outcomes(rollouts, idx)["variance"].to_numpy()  # of the reward the trainer uses
+        training = (
+            group_outcomes(rollouts, idx)["variance"].to_numpy() if self.cfg.training_dispersion else None
+        )
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
             rollouts = rollouts.assign(reward=(1 - w) * reward + w * (reward >= CORRECT_REWARD))
         groups = group_outcomes(rollouts, idx)  # the same (step, task) order as ``training``
-        # the dispersion ratios' numerator: the training reward's variance, or the blended reading's
-        groups["spread"] = training if self.cfg.training_dispersion else groups["variance"]
+        # the dispersion ratios' numerator: the variance of the reward the trainer uses, or the blended reading's
+        groups["spread"] = groups["variance"] if training is None else training
         for step, part in groups.groupby("step", sort=True):
             rows, step = part["idx"].to_numpy(), int(step)
             variance = part["variance"].to_numpy()

@@ -302,12 +302,14 @@ def test_scheduler_dispersion_reads_the_training_rewards_spread(catalog, flag, s
 
 
 def test_scheduler_resumes_a_state_saved_before_training_dispersion_without_it(catalog, success):
-    original = EnvSched(catalog, SchedulerConfig(batch_size=16, training_dispersion=False), seed=3)
+    original = EnvSched(catalog, SchedulerConfig(batch_size=16), seed=3)
     run(original, success, 2)
     state = copy.deepcopy(original.state_dict())
     del state["config"]["training_dispersion"]  # as an older version wrote it
-    resumed = EnvSched(catalog, SchedulerConfig(batch_size=16, training_dispersion=False), seed=99)
+    resumed = EnvSched(catalog, SchedulerConfig(batch_size=16), seed=99)
     resumed.load_state_dict(state)
     pd.testing.assert_frame_equal(original.select(3), resumed.select(3))
     with pytest.raises(ValueError, match="training_dispersion"):
-        EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0).load_state_dict(state)
+        EnvSched(catalog, SchedulerConfig(batch_size=16, training_dispersion=True), seed=0).load_state_dict(
+            state
+        )
