@@ -320,7 +320,10 @@ class Simulator:
 
     def expected_variance(self) -> np.ndarray:
         """Expected population variance of a G-group for every training task (oracle)."""
-        p = self.success_probability()
+        return self._group_variance(self.success_probability())
+
+    def _group_variance(self, p: np.ndarray) -> np.ndarray:
+        """Expected population variance of a G-group of every training task whose checks pass with rate ``p``."""
         g = self.config.group_size
         v = p * (1 - p) * (g - 1) / g
         return np.where(self._graded[self._train_rows], v / self.config.graded_checks, v)
@@ -391,20 +394,22 @@ class Simulator:
 
     def rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
         """G rollouts per row of `batch`: DataFrame task_id, step, reward (G rows per task, in order)."""
-        pos = self._rows_of(batch["task_id"])
-        rows = self._train_rows[pos]
-        g, k = self.config.group_size, self.config.graded_checks
-        p = self._success(rows)[:, None]
-        binary = (self.rng.random((len(rows), g)) < p).astype(float)
-        graded = self.rng.binomial(k, np.broadcast_to(p, (len(rows), g))) / k
-        reward = np.where(self._graded[rows][:, None], graded, binary)
+        reward = self._draw_rewards(self._train_rows[self._rows_of(batch["task_id"])])
         return pd.DataFrame(
             {
-                "task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), g),
+                "task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), self.config.group_size),
                 "step": int(step),
                 "reward": reward.ravel(),
             }
         )
+
+    def _draw_rewards(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), G) rewards: Bernoulli(p) for binary verifiers, Binomial(K, p) / K for graded ones."""
+        g, k = self.config.group_size, self.config.graded_checks
+        p = self._success(rows)[:, None]
+        binary = (self.rng.random((len(rows), g)) < p).astype(float)
+        graded = self.rng.binomial(k, np.broadcast_to(p, (len(rows), g))) / k
+        return np.where(self._graded[rows][:, None], graded, binary)
 
     def train(self, rollouts: pd.DataFrame, max_groups: int) -> int:
         """GRPO-like update from the first `max_groups` informative groups; returns how many trained."""

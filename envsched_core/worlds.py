@@ -10,7 +10,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     frame = sim.catalog_frame()             # what a scheduler may see
 
 Six mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
-(it only gained the `_push_direction` and `_group_signal` hooks):
+(it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
 * a scrambled catalogue: the embedding and every signature column (tools, effects, state fields,
@@ -172,35 +172,25 @@ class WorldSimulator(Simulator):
         return mean, np.maximum((prob * r * r).sum(axis=1) - mean**2, 0.0)
 
     def expected_variance(self) -> np.ndarray:
-        g = self.config.group_size
         if self.chain:
+            g = self.config.group_size
             return self._chain_moments(self._train_rows)[1] * (g - 1) / g
         if self.noise:  # each check reads its flipped value with probability noise
-            p = self.noise + (1 - 2 * self.noise) * self._success(self._train_rows)
-            v = p * (1 - p) * (g - 1) / g
-            return np.where(self._graded[self._train_rows], v / self.config.graded_checks, v)
+            return self._group_variance(self.noise + (1 - 2 * self.noise) * self._success(self._train_rows))
         return super().expected_variance()
 
-    def rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
+    def _draw_rewards(self, rows: np.ndarray) -> np.ndarray:
         if self.chain:
-            return self._chain_rollout(batch, step)
-        frame = super().rollout(batch, step)
-        return self._with_noise(frame) if self.noise else frame
+            return self._chain_rewards(rows)
+        reward = super()._draw_rewards(rows)
+        return self._misread(rows, reward) if self.noise else reward
 
-    def _chain_rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
-        rows = self._train_rows[self._rows_of(batch["task_id"])]
+    def _chain_rewards(self, rows: np.ndarray) -> np.ndarray:
         g, q, n = self.config.group_size, self._call_success(rows), self._calls[rows]
         calls = np.arange(int(n.max()))[None, None, :] < n[:, None, None]
         passed = np.cumprod(self.rng.random((len(rows), g, calls.shape[2])) < q[:, None, None], axis=2)
         k = (passed * calls).sum(axis=2)  # calls passed before the first failure
-        reward = np.where(self._graded[rows][:, None], k / n[:, None], (k == n[:, None]).astype(float))
-        return pd.DataFrame(
-            {
-                "task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), g),
-                "step": int(step),
-                "reward": reward.ravel(),
-            }
-        )
+        return np.where(self._graded[rows][:, None], k / n[:, None], (k == n[:, None]).astype(float))
 
     def _group_signal(self, rows: np.ndarray, reward: np.ndarray, std: np.ndarray) -> np.ndarray:
         if self.noise:
@@ -220,16 +210,14 @@ class WorldSimulator(Simulator):
         return (advantage * score).mean(axis=1) / n[:, 0]
 
     # ---- noisy verifiers ---------------------------------------------------------------------------
-    def _with_noise(self, frame: pd.DataFrame) -> pd.DataFrame:
+    def _misread(self, rows: np.ndarray, reward: np.ndarray) -> np.ndarray:
         """Flip each check's outcome (the pass of a binary verifier, each partial check of a graded one) with
         probability ``noise``: a verifier that errs both ways, as an LLM judge or a flaky test does."""
-        g, k, eps = self.config.group_size, self.config.graded_checks, self.noise
-        rows = np.repeat(self._train_rows[self._rows_of(frame["task_id"].iloc[::g])], g)
-        reward = frame["reward"].to_numpy()
-        flipped = np.where(self.rng.random(len(reward)) < eps, 1.0 - reward, reward)
+        k, eps = self.config.graded_checks, self.noise
+        flipped = np.where(self.rng.random(reward.shape) < eps, 1.0 - reward, reward)
         passed = np.rint(reward * k).astype(np.int64)
         checks = (self.rng.binomial(passed, 1 - eps) + self.rng.binomial(k - passed, eps)) / k
-        return frame.assign(reward=np.where(self._graded[rows], checks, flipped))
+        return np.where(self._graded[rows][:, None], checks, flipped)
 
     def _reward_information(self, rows: np.ndarray) -> np.ndarray:
         """P(pass | read pass) - P(pass | read fail) of one check at the task's success rate p. The policy

@@ -136,20 +136,20 @@ def test_stress_regimes_are_held_out_variations_of_the_suite_worlds():
     assert chain.chain and 0 < reward.mean() < 1 and reward.isin([0.0, 1.0]).mean() < 1
 
 
+def rewards_of_every_task(sim: WorldSimulator, steps: int) -> np.ndarray:
+    """(training tasks, steps * G) rewards: every task rolled out at each of ``steps`` steps."""
+    batch = pd.DataFrame({"task_id": np.asarray(sim.task_ids)})
+    groups = [sim.rollout(batch, s)["reward"].to_numpy().reshape(len(batch), -1) for s in range(steps)]
+    return np.concatenate(groups, axis=1)
+
+
 def test_worlds_chain_tasks_stop_at_their_first_failing_call():
     sim = WorldSimulator(replace(SMALL, drift=0.0, graded_share=0.5), seed=3, chain=True)
     calls = sim._calls[sim._train_rows]
     assert calls.min() == 1 and calls.max() >= 3
     q0 = 1.0 / (1.0 + np.exp(-sim._call_offset))
     np.testing.assert_allclose(q0**sim._calls, 0.5)  # at logit 0 the full pass is 1/2, however many calls
-    ids = pd.Series(np.asarray(sim.task_ids))
-    rewards = np.stack(
-        [
-            sim.rollout(pd.DataFrame({"task_id": ids}), s)["reward"].to_numpy().reshape(len(ids), -1)
-            for s in range(300)
-        ],
-        axis=1,
-    ).reshape(len(ids), -1)  # 2,400 rollouts per task
+    rewards = rewards_of_every_task(sim, 300)  # 2,400 rollouts per task
     graded = sim._graded[sim._train_rows]
     np.testing.assert_array_equal(np.isin(rewards[~graded], [0.0, 1.0]), True)
     steps = rewards[graded] * calls[graded][:, None]
@@ -199,14 +199,7 @@ def test_worlds_chain_policy_learns_from_random_batches():
 def test_worlds_noisy_verifiers_misread_checks_and_shrink_the_push():
     config = replace(SMALL, drift=0.0, graded_share=0.5)
     sim = WorldSimulator(config, seed=3, noise=0.1)
-    ids = pd.Series(np.asarray(sim.task_ids))
-    rewards = np.stack(
-        [
-            sim.rollout(pd.DataFrame({"task_id": ids}), s)["reward"].to_numpy().reshape(len(ids), -1)
-            for s in range(300)
-        ],
-        axis=1,
-    ).reshape(len(ids), -1)
+    rewards = rewards_of_every_task(sim, 300)
     p = sim.success_probability()  # what the policy achieves, the held-out score's measure
     np.testing.assert_allclose(p, WorldSimulator(config, seed=3).success_probability())
     assert np.abs(rewards.mean(axis=1) - (0.1 + 0.8 * p)).max() < 0.04  # each check read flipped 1 time in 10
