@@ -57,7 +57,7 @@ from environments.frames import catalog_frames
 from environments.registry import get_source
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
 from envsched_core import metrics as M
-from envsched_core.dynamic_sampling import rollout_rounds, scheduler_refill
+from envsched_core.dynamic_sampling import RewardFeed, rollout_rounds, uses_dynamic_sampling
 from envsched_core.schedulers import SCHEDULERS, scheduler_config, scheduler_spec
 from pipelines.campaign import heldout_by_hash
 from training.engines.skill import SkillEngine, landing_rows
@@ -128,8 +128,11 @@ def run_one(
     catalog: TaskCatalog,
     steps: int,
     eval_every: int,
+    observe_lag: int = 0,
 ) -> pd.DataFrame:
-    """One campaign; a metrics row per step (held-out score on evaluation steps, NaN elsewhere)."""
+    """One campaign; a metrics row per step (held-out score on evaluation steps, NaN elsewhere).
+    ``observe_lag`` L > 0: an asynchronous trainer, ``select(t)`` sees the rewards of steps <= t-1-L."""
+    feed = RewardFeed(scheduler, observe_lag)
     rows = [{"step": 0, "heldout": engine.evaluate()["eval/heldout_score"], "cum_rollouts": 0}]
     cumulative = 0
     for step in range(1, steps + 1):
@@ -139,10 +142,11 @@ def run_one(
             return groups, landing_rows([e for g in groups for e in g], step)
 
         every, parts = rollout_rounds(
-            scheduler.select(step), roll, scheduler_refill(scheduler, step, rows_of=lambda part: part[1])
+            scheduler.select(step), roll, feed.next_round(step, rows_of=lambda part: part[1])
         )
         groups = [g for part in parts for g in part[0]]
         rollouts = pd.concat([part[1] for part in parts], ignore_index=True)
+        feed.step_done(rollouts)
         n_primary = int((every["role"] != "oversample").sum())
         train = engine.train(groups, n_primary)
         cumulative += len(rollouts)
@@ -169,6 +173,7 @@ def run_one(
         if step % eval_every == 0 or step == steps:
             row["heldout"] = engine.evaluate()["eval/heldout_score"]
         rows.append(row)
+    feed.flush()
     return pd.DataFrame(rows)
 
 
@@ -303,15 +308,21 @@ def plot(all_runs: dict[str, dict[str, dict[int, pd.DataFrame]]], path: Path) ->
     fig.savefig(path, dpi=110)
 
 
+def run_csv(out: Path, name: str, sched: str, seed: int, observe_lag: int = 0) -> Path:
+    """Where one campaign's per-step metrics go (campaigns with delayed rewards apart)."""
+    lag = f"-lag{observe_lag}" if observe_lag else ""
+    return out / f"campaign_real-{name}-{sched}-seed{seed}{lag}.csv"
+
+
 def read_runs(
-    out: Path, name: str, schedulers: list[str], seeds: list[int]
+    out: Path, name: str, schedulers: list[str], seeds: list[int], observe_lag: int = 0
 ) -> dict[str, dict[int, pd.DataFrame]]:
     """The per-step CSVs a previous run wrote (``--replot``)."""
     runs: dict[str, dict[int, pd.DataFrame]] = {}
     for sched in schedulers:
         runs[sched] = {}
         for seed in seeds:
-            frame = pd.read_csv(out / f"campaign_real-{name}-{sched}-seed{seed}.csv")
+            frame = pd.read_csv(run_csv(out, name, sched, seed, observe_lag))
             runs[sched][seed] = frame.drop(columns=["catalogue", "scheduler", "seed"])
     return runs
 
@@ -363,6 +374,13 @@ def main() -> None:
         help="an extra EnvSched row LABEL:field=value[,field=value] over --envsched-set, e.g. "
         "'envsched-h:horizon_discount=0.5'; run it by naming LABEL in --schedulers",
     )
+    parser.add_argument(
+        "--observe-lag",
+        type=int,
+        default=0,
+        help="L: an asynchronous trainer; select(t) has seen the rewards of steps <= t-1-L only "
+        "(DAPO and GRESO, which read each round's rewards, are left out)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
         "--replot", action="store_true", help="tables and plot from the CSVs in --out, no runs"
@@ -388,6 +406,17 @@ def main() -> None:
     schedulers = args.schedulers.split(",")
     if "random" not in schedulers:
         raise SystemExit("--schedulers must include random (it sets the target)")
+    if args.observe_lag < 0:
+        raise SystemExit(f"--observe-lag={args.observe_lag} must be >= 0")
+    if args.observe_lag:
+        refilling = [
+            n for n in schedulers if n in SCHEDULERS and uses_dynamic_sampling(scheduler_spec(n).cls)
+        ]
+        schedulers = [n for n in schedulers if n not in refilling]
+        if refilling:
+            print(
+                f"--observe-lag {args.observe_lag}: left out {refilling} (they refill after reading rewards)"
+            )
     options = {**REGIMES[args.regime], **dict(key_value(item) for item in args.option)}
     envsched_config = dict(key_value(item) for item in args.envsched_set)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -398,7 +427,7 @@ def main() -> None:
     report, all_runs = [], {}
     for name in catalogues:
         if args.replot:
-            all_runs[name] = read_runs(args.out, name, schedulers, seeds)
+            all_runs[name] = read_runs(args.out, name, schedulers, seeds, args.observe_lag)
             report.append(tables(name, all_runs[name], target_step, show_steps))
             print(report[-1], flush=True)
             continue
@@ -429,9 +458,10 @@ def main() -> None:
         runs: dict[str, dict[int, pd.DataFrame]] = {s: {} for s in schedulers}
         for seed in seeds:
             for sched_name in schedulers:
-                csv = args.out / f"campaign_real-{name}-{sched_name}-seed{seed}.csv"
+                csv = run_csv(args.out, name, sched_name, seed, args.observe_lag)
                 if args.reuse and csv.exists():
-                    runs[sched_name][seed] = read_runs(args.out, name, [sched_name], [seed])[sched_name][seed]
+                    reused = read_runs(args.out, name, [sched_name], [seed], args.observe_lag)
+                    runs[sched_name][seed] = reused[sched_name][seed]
                     print(f"  {name}/{sched_name} seed={seed}: reused {csv.name}", flush=True)
                     continue
                 t0 = time.perf_counter()
@@ -441,7 +471,7 @@ def main() -> None:
                 )  # fmt: skip
                 sched = make_scheduler(sched_name, catalog, batch_size, args.group_size, seed, fresh_envsched)
                 try:
-                    frame = run_one(sched, engine, catalog, steps, args.eval_every)
+                    frame = run_one(sched, engine, catalog, steps, args.eval_every, args.observe_lag)
                 finally:
                     engine.close()
                 runs[sched_name][seed] = frame

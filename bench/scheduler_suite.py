@@ -44,6 +44,7 @@ from scipy import stats as scipy_stats
 from threadpoolctl import threadpool_limits
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
+from envsched_core.dynamic_sampling import uses_dynamic_sampling
 from envsched_core.schedulers import SCHEDULERS
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
 from envsched_core.worlds import ALL_REGIMES, REGIMES, STRESS_REGIMES, Regime
@@ -115,7 +116,9 @@ def scheduler_for(world: World, name: str, run_seed: int):
     return EnvSched(world.catalog, config, seed=run_seed)
 
 
-def run_world(world: World, names: list[str], horizon: int, target_step: int) -> dict[str, dict]:
+def run_world(
+    world: World, names: list[str], horizon: int, target_step: int, observe_lag: int = 0
+) -> dict[str, dict]:
     """Every scheduler on one world (run seed = world seed); per scheduler its per-world numbers."""
     out: dict[str, dict] = {}
     runs: dict[str, pd.DataFrame] = {}
@@ -124,7 +127,7 @@ def run_world(world: World, names: list[str], horizon: int, target_step: int) ->
     for name in names:
         sched = scheduler_for(world, name, world.seed)
         picks = watch_picks(sched, flaky_ids)
-        runs[name] = run_campaign(sched, world.sim.reset(world.seed), horizon)
+        runs[name] = run_campaign(sched, world.sim.reset(world.seed), horizon, observe_lag=observe_lag)
         flaky_share[name] = float(np.mean(picks)) if flaky_ids else float("nan")
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
     for name, m in runs.items():
@@ -232,11 +235,11 @@ def verdict(per_world: list[dict[str, dict]], names: list[str]) -> tuple[str, bo
     return best, ok, steps["random"].mean() / es, best_baseline_steps / es
 
 
-def world_job(job: tuple[str, int, bool, list[str], int, int]) -> dict[str, dict]:
+def world_job(job: tuple[str, int, bool, list[str], int, int, int]) -> dict[str, dict]:
     """One (regime, world seed): every scheduler on that world (a pool worker's unit of work)."""
-    name, seed, quick, run_names, horizon, target_step = job
+    name, seed, quick, run_names, horizon, target_step, lag = job
     with threadpool_limits(limits=1):  # small matrices: BLAS threads only thrash on a shared machine
-        return run_world(make_world(ALL_REGIMES[name], seed, quick), run_names, horizon, target_step)
+        return run_world(make_world(ALL_REGIMES[name], seed, quick), run_names, horizon, target_step, lag)
 
 
 def cpu_seconds() -> float:
@@ -268,6 +271,13 @@ def run_suite() -> None:
     parser.add_argument("--target-step", type=int, default=60, help="T: random's step-T score is the target")
     parser.add_argument("--horizon", type=int, default=None, help="steps run (default 2 T)")
     parser.add_argument(
+        "--observe-lag",
+        type=int,
+        default=0,
+        help="L: an asynchronous trainer; select(t) has seen the rewards of steps <= t-1-L only "
+        "(dynamic-sampling schedulers, which read each round's rewards, are left out)",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=min(2, os.cpu_count() or 1),
@@ -288,6 +298,15 @@ def run_suite() -> None:
         parser.error(f"unknown scheduler(s) {unknown}; known: {default_names}")
     if "random" not in names:
         names = ["random", *names]
+    if args.observe_lag < 0:
+        parser.error(f"--observe-lag={args.observe_lag} must be >= 0")
+    if args.observe_lag:
+        refilling = [n for n in names if n in BASELINES and uses_dynamic_sampling(SCHEDULERS[n].cls)]
+        names = [n for n in names if n not in refilling]
+        if refilling:
+            print(
+                f"--observe-lag {args.observe_lag}: left out {refilling} (they refill after reading rewards)"
+            )
     seeds = (
         [int(s) for s in args.world_seeds.split(",")]
         if args.world_seeds
@@ -308,7 +327,9 @@ def run_suite() -> None:
         for name in regimes
     }
     jobs = [
-        (name, seed, args.quick, plan[name], horizon, args.target_step) for name in regimes for seed in seeds
+        (name, seed, args.quick, plan[name], horizon, args.target_step, args.observe_lag)
+        for name in regimes
+        for seed in seeds
     ]
     verdicts = {}
     # Worlds are independent and seeded, so running them in parallel changes no number; results come back
@@ -324,7 +345,9 @@ def run_suite() -> None:
             title = (
                 f"[{name}] {regime.description}; {config.n_envs} envs x {config.tasks_per_env} tasks, "
                 f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
-                f"step-{args.target_step} held-out score, horizon {horizon} ({time.perf_counter() - t0:.0f}s)"
+                f"step-{args.target_step} held-out score, horizon {horizon}"
+                + (f", rewards observed {args.observe_lag} step(s) late" if args.observe_lag else "")
+                + f" ({time.perf_counter() - t0:.0f}s)"
             )
             t0 = time.perf_counter()
             print(f"\n{title}\n" + "-" * min(len(title), 110))

@@ -7,6 +7,9 @@ benchmark simulator (`simulator.run_campaign`), the real-environment benchmark
 (`bench/campaign_real.py`) and the Dagster pipeline's training step, so every rollout of every round
 is counted as spent in all three. The policy then trains on the first B informative groups (B = the
 batch's non-'oversample' rows), the groups `metrics.trained_groups` describes.
+
+An asynchronous trainer (:class:`RewardFeed` with a lag L > 0) chooses the next batch before the
+current one's rewards are in: ``select(t)`` has seen the rewards of steps <= t - 1 - L only.
 """
 
 from __future__ import annotations
@@ -62,3 +65,38 @@ def scheduler_refill(
         return refill(step) if refill is not None else pd.DataFrame()
 
     return next_round
+
+
+class RewardFeed:
+    """How a campaign's rewards reach its scheduler: with lag 0 each round is observed at once (and a
+    dynamic-sampling scheduler may refill); with lag L > 0 a step's rollouts are observed after L more
+    steps were selected, as in an asynchronous trainer. Dynamic-sampling schedulers need lag 0."""
+
+    def __init__(self, scheduler: Any, lag: int = 0):
+        if lag < 0:
+            raise ValueError(f"observe_lag must be >= 0, got {lag}")
+        if lag and uses_dynamic_sampling(scheduler):
+            raise ValueError(
+                f"observe_lag={lag}: {type(scheduler).__name__} refills a step after reading its "
+                "rewards, so it cannot run with delayed rewards"
+            )
+        self.scheduler, self.lag = scheduler, lag
+        self.in_flight: list[pd.DataFrame] = []  # the last `lag` steps' rollouts, oldest first
+
+    def next_round(
+        self, step: int, rows_of: Callable[[Any], pd.DataFrame] = lambda rows: rows
+    ) -> Callable[[Any], pd.DataFrame] | None:
+        """``rollout_rounds``' next_round for this step: observe-and-refill at lag 0, else no refill."""
+        return None if self.lag else scheduler_refill(self.scheduler, step, rows_of)
+
+    def step_done(self, rollouts: pd.DataFrame) -> None:
+        """After a step's rounds (``rollouts``: task_id, step, reward): observe the step now L-old."""
+        if self.lag:
+            self.in_flight.append(rollouts[OBSERVED_COLUMNS])
+            if len(self.in_flight) > self.lag:
+                self.scheduler.observe(self.in_flight.pop(0))
+
+    def flush(self) -> None:
+        """Observe every step still in flight (the campaign's end)."""
+        while self.in_flight:
+            self.scheduler.observe(self.in_flight.pop(0))

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from .catalog import TaskCatalog
-from .dynamic_sampling import rollout_rounds, scheduler_refill
+from .dynamic_sampling import RewardFeed, rollout_rounds
 from .metrics import (
     ENVS_PER_BATCH,
     EXPLOIT_HIT_RATE,
@@ -450,7 +450,9 @@ class Simulator:
 
 
 # ---- the campaign loop ------------------------------------------------------------------------------
-def run_campaign(scheduler: Any, sim: Simulator, steps: int, first_step: int = 1) -> pd.DataFrame:
+def run_campaign(
+    scheduler: Any, sim: Simulator, steps: int, first_step: int = 1, observe_lag: int = 0
+) -> pd.DataFrame:
     """Run `steps` select -> rollout -> observe (-> refill ...) -> train steps; one metrics row per step.
 
     The rounds of a step run through `dynamic_sampling.rollout_rounds`: dynamic-sampling schedulers
@@ -463,7 +465,12 @@ def run_campaign(scheduler: Any, sim: Simulator, steps: int, first_step: int = 1
     `trained_groups` = groups that moved the policy (variance > 0); `pool_var` = the pool's mean
     expected variance; `heldout` after the update. The initial held-out score is in
     `frame.attrs["heldout0"]`.
+
+    `observe_lag` = L > 0 runs an asynchronous trainer (`dynamic_sampling.RewardFeed`): `select(t)` has
+    seen the rewards of steps <= t - 1 - L only (L = 1: the next batch is chosen while this one's
+    rollouts are still running); rewards still in flight at the end are observed before returning.
     """
+    feed = RewardFeed(scheduler, observe_lag)
     catalog = sim.task_catalog()
     rows, cum = [], 0
     heldout0 = sim.heldout_score()
@@ -473,8 +480,9 @@ def run_campaign(scheduler: Any, sim: Simulator, steps: int, first_step: int = 1
         def roll(frame: pd.DataFrame, step: int = step) -> pd.DataFrame:
             return sim.rollout(frame, step)
 
-        every, parts = rollout_rounds(scheduler.select(step), roll, scheduler_refill(scheduler, step))
+        every, parts = rollout_rounds(scheduler.select(step), roll, feed.next_round(step))
         rollouts = pd.concat(parts, ignore_index=True)
+        feed.step_done(rollouts)
         b = int((every["role"] != "oversample").sum())
         trained = sim.train(rollouts, b)
         sim.drift()
@@ -500,6 +508,7 @@ def run_campaign(scheduler: Any, sim: Simulator, steps: int, first_step: int = 1
                 "heldout": sim.heldout_score(),
             }
         )
+    feed.flush()
     out = pd.DataFrame(rows)
     out.attrs["heldout0"] = heldout0
     return out

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from envsched_core.baselines import RandomScheduler
+from envsched_core.baselines.dapo import DAPOConfig, DAPODynamicSampling
 from envsched_core.simulator import SMALL, SimConfig, Simulator, run_campaign, steps_to_target
 
 TINY = SimConfig(n_envs=8, tasks_per_env=25, heldout_per_env=4)
@@ -138,6 +139,43 @@ def test_run_campaign_reports_hits_and_rollouts():
     assert (metrics["rollouts"] == 80).all() and metrics["cum_rollouts"].tolist() == [80, 160, 240]
     assert metrics["hit_rate"].iloc[0] > 0.5  # top-variance picks mostly land in the top quartile
     assert metrics["envs"].iloc[0] == len(set(frame["env_id"].to_numpy()[top]))
+
+
+class Recording(Fixed):
+    """A fixed scheduler that records, at each select, the steps whose rewards it has observed."""
+
+    def __init__(self, task_ids, env_ids):
+        super().__init__(task_ids, env_ids)
+        self.seen: list[int] = []
+        self.seen_at_select: dict[int, list[int]] = {}
+
+    def select(self, step):
+        self.seen_at_select[step] = list(self.seen)
+        return super().select(step)
+
+    def observe(self, rollouts):
+        self.seen += sorted(set(rollouts["step"]))
+
+
+@pytest.mark.parametrize("lag", [0, 1, 3])
+def test_run_campaign_with_observe_lag_selects_before_the_last_lag_steps_are_observed(lag):
+    sim = Simulator(TINY, seed=5)
+    frame = sim.catalog_frame().head(6)
+    sched = Recording(frame["task_id"].to_numpy(), frame["env_id"].to_numpy())
+    metrics = run_campaign(sched, sim, 6, observe_lag=lag)
+    for step in range(1, 7):
+        assert sched.seen_at_select[step] == list(range(1, max(step - lag, 1)))
+    assert sched.seen == [1, 2, 3, 4, 5, 6]  # what was still in flight is observed at the end
+    assert (metrics["rollouts"] == 48).all()
+
+
+def test_run_campaign_refuses_observe_lag_for_dynamic_sampling():
+    sim = Simulator(TINY, seed=5)
+    sched = DAPODynamicSampling(sim.catalog_frame(), DAPOConfig(batch_size=8), seed=0)
+    with pytest.raises(ValueError, match="observe_lag=1: DAPODynamicSampling refills"):
+        run_campaign(sched, sim, 2, observe_lag=1)
+    with pytest.raises(ValueError, match="observe_lag must be >= 0"):
+        run_campaign(Fixed(["a"], ["e"]), sim, 2, observe_lag=-1)
 
 
 def test_steps_to_target_finds_first_crossing():
