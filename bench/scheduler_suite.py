@@ -12,6 +12,8 @@ report seeds (default 100..) are disjoint from the seeds used while tuning (0..4
 `envsched_core.worlds.STRESS_REGIMES` instead: held-out variations never used for tuning (G = 4 and 16,
 B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regime with G = 4, B = 64
 or environment updates, a scrambled catalogue with coin-flip verifiers, three environments).
+`--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
+(DAPO and GRESO, whose refill reads each round's rewards, are left out).
 
 Per regime and scheduler, over worlds (95% t-intervals): steps and rollouts until the held-out score
 reaches what random reaches at step T (a world where the target is never reached within the horizon
