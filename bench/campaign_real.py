@@ -129,10 +129,12 @@ def run_one(
     steps: int,
     eval_every: int,
     observe_lag: int = 0,
+    sync_warmup: int = 0,
 ) -> pd.DataFrame:
     """One campaign; a metrics row per step (held-out score on evaluation steps, NaN elsewhere).
-    ``observe_lag`` L > 0: an asynchronous trainer, ``select(t)`` sees the rewards of steps <= t-1-L."""
-    feed = RewardFeed(scheduler, observe_lag)
+    ``observe_lag`` L > 0: an asynchronous trainer, ``select(t)`` sees the rewards of steps <= t-1-L
+    (steps <= ``sync_warmup`` are observed at once)."""
+    feed = RewardFeed(scheduler, observe_lag, sync_warmup)
     rows = [{"step": 0, "heldout": engine.evaluate()["eval/heldout_score"], "cum_rollouts": 0}]
     cumulative = 0
     for step in range(1, steps + 1):
@@ -146,7 +148,7 @@ def run_one(
         )
         groups = [g for part in parts for g in part[0]]
         rollouts = pd.concat([part[1] for part in parts], ignore_index=True)
-        feed.step_done(rollouts)
+        feed.step_done(step, rollouts)
         n_primary = int((every["role"] != "oversample").sum())
         train = engine.train(groups, n_primary)
         cumulative += len(rollouts)
@@ -308,21 +310,22 @@ def plot(all_runs: dict[str, dict[str, dict[int, pd.DataFrame]]], path: Path) ->
     fig.savefig(path, dpi=110)
 
 
-def run_csv(out: Path, name: str, sched: str, seed: int, observe_lag: int = 0) -> Path:
-    """Where one campaign's per-step metrics go (campaigns with delayed rewards apart)."""
-    lag = f"-lag{observe_lag}" if observe_lag else ""
-    return out / f"campaign_real-{name}-{sched}-seed{seed}{lag}.csv"
+def run_csv(out: Path, name: str, sched: str, seed: int, lag: tuple[int, int] = (0, 0)) -> Path:
+    """Where one campaign's per-step metrics go (campaigns with delayed rewards apart); ``lag`` is
+    (--observe-lag, --sync-warmup)."""
+    suffix = f"-lag{lag[0]}" + (f"-sync{lag[1]}" if lag[1] else "") if lag[0] else ""
+    return out / f"campaign_real-{name}-{sched}-seed{seed}{suffix}.csv"
 
 
 def read_runs(
-    out: Path, name: str, schedulers: list[str], seeds: list[int], observe_lag: int = 0
+    out: Path, name: str, schedulers: list[str], seeds: list[int], lag: tuple[int, int] = (0, 0)
 ) -> dict[str, dict[int, pd.DataFrame]]:
     """The per-step CSVs a previous run wrote (``--replot``)."""
     runs: dict[str, dict[int, pd.DataFrame]] = {}
     for sched in schedulers:
         runs[sched] = {}
         for seed in seeds:
-            frame = pd.read_csv(run_csv(out, name, sched, seed, observe_lag))
+            frame = pd.read_csv(run_csv(out, name, sched, seed, lag))
             runs[sched][seed] = frame.drop(columns=["catalogue", "scheduler", "seed"])
     return runs
 
@@ -381,6 +384,12 @@ def main() -> None:
         help="L: an asynchronous trainer; select(t) has seen the rewards of steps <= t-1-L only "
         "(DAPO and GRESO, which read each round's rewards, are left out)",
     )
+    parser.add_argument(
+        "--sync-warmup",
+        type=int,
+        default=0,
+        help="K: with --observe-lag, the first K steps are observed before the next one is selected",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
         "--replot", action="store_true", help="tables and plot from the CSVs in --out, no runs"
@@ -406,8 +415,11 @@ def main() -> None:
     schedulers = args.schedulers.split(",")
     if "random" not in schedulers:
         raise SystemExit("--schedulers must include random (it sets the target)")
-    if args.observe_lag < 0:
-        raise SystemExit(f"--observe-lag={args.observe_lag} must be >= 0")
+    if args.observe_lag < 0 or args.sync_warmup < 0:
+        raise SystemExit(
+            f"--observe-lag={args.observe_lag} and --sync-warmup={args.sync_warmup} must be >= 0"
+        )
+    lag = (args.observe_lag, args.sync_warmup)
     if args.observe_lag:
         refilling = [
             n for n in schedulers if n in SCHEDULERS and uses_dynamic_sampling(scheduler_spec(n).cls)
@@ -427,7 +439,7 @@ def main() -> None:
     report, all_runs = [], {}
     for name in catalogues:
         if args.replot:
-            all_runs[name] = read_runs(args.out, name, schedulers, seeds, args.observe_lag)
+            all_runs[name] = read_runs(args.out, name, schedulers, seeds, lag)
             report.append(tables(name, all_runs[name], target_step, show_steps))
             print(report[-1], flush=True)
             continue
@@ -458,9 +470,9 @@ def main() -> None:
         runs: dict[str, dict[int, pd.DataFrame]] = {s: {} for s in schedulers}
         for seed in seeds:
             for sched_name in schedulers:
-                csv = run_csv(args.out, name, sched_name, seed, args.observe_lag)
+                csv = run_csv(args.out, name, sched_name, seed, lag)
                 if args.reuse and csv.exists():
-                    reused = read_runs(args.out, name, [sched_name], [seed], args.observe_lag)
+                    reused = read_runs(args.out, name, [sched_name], [seed], lag)
                     runs[sched_name][seed] = reused[sched_name][seed]
                     print(f"  {name}/{sched_name} seed={seed}: reused {csv.name}", flush=True)
                     continue
@@ -471,7 +483,7 @@ def main() -> None:
                 )  # fmt: skip
                 sched = make_scheduler(sched_name, catalog, batch_size, args.group_size, seed, fresh_envsched)
                 try:
-                    frame = run_one(sched, engine, catalog, steps, args.eval_every, args.observe_lag)
+                    frame = run_one(sched, engine, catalog, steps, args.eval_every, *lag)
                 finally:
                     engine.close()
                 runs[sched_name][seed] = frame

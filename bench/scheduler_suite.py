@@ -13,7 +13,8 @@ report seeds (default 100..) are disjoint from the seeds used while tuning (0..4
 B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regime with G = 4, B = 64
 or environment updates, a scrambled catalogue with coin-flip verifiers, three environments).
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
-(DAPO and GRESO, whose refill reads each round's rewards, are left out).
+(DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
+first K steps before the next one is selected.
 
 Per regime and scheduler, over worlds (95% t-intervals): steps and rollouts until the held-out score
 reaches what random reaches at step T (a world where the target is never reached within the horizon
@@ -119,7 +120,7 @@ def scheduler_for(world: World, name: str, run_seed: int):
 
 
 def run_world(
-    world: World, names: list[str], horizon: int, target_step: int, observe_lag: int = 0
+    world: World, names: list[str], horizon: int, target_step: int, observe_lag: int = 0, sync_warmup: int = 0
 ) -> dict[str, dict]:
     """Every scheduler on one world (run seed = world seed); per scheduler its per-world numbers."""
     out: dict[str, dict] = {}
@@ -129,7 +130,9 @@ def run_world(
     for name in names:
         sched = scheduler_for(world, name, world.seed)
         picks = watch_picks(sched, flaky_ids)
-        runs[name] = run_campaign(sched, world.sim.reset(world.seed), horizon, observe_lag=observe_lag)
+        runs[name] = run_campaign(
+            sched, world.sim.reset(world.seed), horizon, observe_lag=observe_lag, sync_warmup=sync_warmup
+        )
         flaky_share[name] = float(np.mean(picks)) if flaky_ids else float("nan")
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
     for name, m in runs.items():
@@ -237,11 +240,12 @@ def verdict(per_world: list[dict[str, dict]], names: list[str]) -> tuple[str, bo
     return best, ok, steps["random"].mean() / es, best_baseline_steps / es
 
 
-def world_job(job: tuple[str, int, bool, list[str], int, int, int]) -> dict[str, dict]:
+def world_job(job: tuple[str, int, bool, list[str], int, int, int, int]) -> dict[str, dict]:
     """One (regime, world seed): every scheduler on that world (a pool worker's unit of work)."""
-    name, seed, quick, run_names, horizon, target_step, lag = job
+    name, seed, quick, run_names, horizon, target_step, lag, warmup = job
     with threadpool_limits(limits=1):  # small matrices: BLAS threads only thrash on a shared machine
-        return run_world(make_world(ALL_REGIMES[name], seed, quick), run_names, horizon, target_step, lag)
+        world = make_world(ALL_REGIMES[name], seed, quick)
+        return run_world(world, run_names, horizon, target_step, lag, warmup)
 
 
 def cpu_seconds() -> float:
@@ -280,6 +284,12 @@ def run_suite() -> None:
         "(dynamic-sampling schedulers, which read each round's rewards, are left out)",
     )
     parser.add_argument(
+        "--sync-warmup",
+        type=int,
+        default=0,
+        help="K: with --observe-lag, the first K steps are observed before the next one is selected",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=min(2, os.cpu_count() or 1),
@@ -300,8 +310,8 @@ def run_suite() -> None:
         parser.error(f"unknown scheduler(s) {unknown}; known: {default_names}")
     if "random" not in names:
         names = ["random", *names]
-    if args.observe_lag < 0:
-        parser.error(f"--observe-lag={args.observe_lag} must be >= 0")
+    if args.observe_lag < 0 or args.sync_warmup < 0:
+        parser.error(f"--observe-lag={args.observe_lag} and --sync-warmup={args.sync_warmup} must be >= 0")
     if args.observe_lag:
         refilling = [n for n in names if n in BASELINES and uses_dynamic_sampling(SCHEDULERS[n].cls)]
         names = [n for n in names if n not in refilling]
@@ -329,7 +339,7 @@ def run_suite() -> None:
         for name in regimes
     }
     jobs = [
-        (name, seed, args.quick, plan[name], horizon, args.target_step, args.observe_lag)
+        (name, seed, args.quick, plan[name], horizon, args.target_step, args.observe_lag, args.sync_warmup)
         for name in regimes
         for seed in seeds
     ]
@@ -349,6 +359,11 @@ def run_suite() -> None:
                 f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
                 f"step-{args.target_step} held-out score, horizon {horizon}"
                 + (f", rewards observed {args.observe_lag} step(s) late" if args.observe_lag else "")
+                + (
+                    f" after {args.sync_warmup} synchronous steps"
+                    if args.observe_lag and args.sync_warmup
+                    else ""
+                )
                 + f" ({time.perf_counter() - t0:.0f}s)"
             )
             t0 = time.perf_counter()

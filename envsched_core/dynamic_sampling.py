@@ -9,7 +9,8 @@ is counted as spent in all three. The policy then trains on the first B informat
 batch's non-'oversample' rows), the groups `metrics.trained_groups` describes.
 
 An asynchronous trainer (:class:`RewardFeed` with a lag L > 0) chooses the next batch before the
-current one's rewards are in: ``select(t)`` has seen the rewards of steps <= t - 1 - L only.
+current one's rewards are in: ``select(t)`` has seen the rewards of steps <= t - 1 - L only (after a
+synchronous warm-up of ``sync_warmup`` steps, if any).
 """
 
 from __future__ import annotations
@@ -70,18 +71,19 @@ def scheduler_refill(
 class RewardFeed:
     """How a campaign's rewards reach its scheduler: with lag 0 each round is observed at once (and a
     dynamic-sampling scheduler may refill); with lag L > 0 a step's rollouts are observed after L more
-    steps were selected, as in an asynchronous trainer. Dynamic-sampling schedulers need lag 0."""
+    steps were selected, as in an asynchronous trainer, except during the first ``sync_warmup`` steps,
+    which are observed before the next step is selected. Dynamic-sampling schedulers need lag 0."""
 
-    def __init__(self, scheduler: Any, lag: int = 0):
-        if lag < 0:
-            raise ValueError(f"observe_lag must be >= 0, got {lag}")
+    def __init__(self, scheduler: Any, lag: int = 0, sync_warmup: int = 0):
+        if lag < 0 or sync_warmup < 0:
+            raise ValueError(f"observe_lag and sync_warmup must be >= 0, got {lag} and {sync_warmup}")
         if lag and uses_dynamic_sampling(scheduler):
             raise ValueError(
                 f"observe_lag={lag}: {type(scheduler).__name__} refills a step after reading its "
                 "rewards, so it cannot run with delayed rewards"
             )
-        self.scheduler, self.lag = scheduler, lag
-        self.in_flight: list[pd.DataFrame] = []  # the last `lag` steps' rollouts, oldest first
+        self.scheduler, self.lag, self.sync_warmup = scheduler, lag, sync_warmup
+        self.in_flight: list[pd.DataFrame] = []  # rollouts not observed yet, oldest first
 
     def next_round(
         self, step: int, rows_of: Callable[[Any], pd.DataFrame] = lambda rows: rows
@@ -89,12 +91,14 @@ class RewardFeed:
         """``rollout_rounds``' next_round for this step: observe-and-refill at lag 0, else no refill."""
         return None if self.lag else scheduler_refill(self.scheduler, step, rows_of)
 
-    def step_done(self, rollouts: pd.DataFrame) -> None:
-        """After a step's rounds (``rollouts``: task_id, step, reward): observe the step now L-old."""
-        if self.lag:
-            self.in_flight.append(rollouts[OBSERVED_COLUMNS])
-            if len(self.in_flight) > self.lag:
-                self.scheduler.observe(self.in_flight.pop(0))
+    def step_done(self, step: int, rollouts: pd.DataFrame) -> None:
+        """After a step's rounds (``rollouts``: task_id, step, reward): observe what is now due."""
+        if not self.lag:
+            return
+        self.in_flight.append(rollouts[OBSERVED_COLUMNS])
+        due = 0 if step <= self.sync_warmup else self.lag  # steps that may stay in flight
+        while len(self.in_flight) > due:
+            self.scheduler.observe(self.in_flight.pop(0))
 
     def flush(self) -> None:
         """Observe every step still in flight (the campaign's end)."""

@@ -451,7 +451,12 @@ class Simulator:
 
 # ---- the campaign loop ------------------------------------------------------------------------------
 def run_campaign(
-    scheduler: Any, sim: Simulator, steps: int, first_step: int = 1, observe_lag: int = 0
+    scheduler: Any,
+    sim: Simulator,
+    steps: int,
+    first_step: int = 1,
+    observe_lag: int = 0,
+    sync_warmup: int = 0,
 ) -> pd.DataFrame:
     """Run `steps` select -> rollout -> observe (-> refill ...) -> train steps; one metrics row per step.
 
@@ -468,9 +473,10 @@ def run_campaign(
 
     `observe_lag` = L > 0 runs an asynchronous trainer (`dynamic_sampling.RewardFeed`): `select(t)` has
     seen the rewards of steps <= t - 1 - L only (L = 1: the next batch is chosen while this one's
-    rollouts are still running); rewards still in flight at the end are observed before returning.
+    rollouts are still running), except that steps <= `sync_warmup` are observed before the next one is
+    selected; rewards still in flight at the end are observed before returning.
     """
-    feed = RewardFeed(scheduler, observe_lag)
+    feed = RewardFeed(scheduler, observe_lag, sync_warmup)
     catalog = sim.task_catalog()
     rows, cum = [], 0
     heldout0 = sim.heldout_score()
@@ -482,7 +488,7 @@ def run_campaign(
 
         every, parts = rollout_rounds(scheduler.select(step), roll, feed.next_round(step))
         rollouts = pd.concat(parts, ignore_index=True)
-        feed.step_done(rollouts)
+        feed.step_done(step, rollouts)
         b = int((every["role"] != "oversample").sum())
         trained = sim.train(rollouts, b)
         sim.drift()

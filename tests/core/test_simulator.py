@@ -169,12 +169,32 @@ def test_run_campaign_with_observe_lag_selects_before_the_last_lag_steps_are_obs
     assert (metrics["rollouts"] == 48).all()
 
 
+def test_run_campaign_observes_the_sync_warmup_steps_before_the_next_select():
+    sim = Simulator(TINY, seed=5)
+    frame = sim.catalog_frame().head(6)
+    sched = Recording(frame["task_id"].to_numpy(), frame["env_id"].to_numpy())
+    run_campaign(sched, sim, 8, observe_lag=2, sync_warmup=3)
+    seen = {step: sched.seen_at_select[step] for step in range(1, 9)}
+    # steps 1-3 observed at once; then step t sees steps <= max(3, t - 3)
+    assert seen == {
+        1: [],
+        2: [1],
+        3: [1, 2],
+        4: [1, 2, 3],
+        5: [1, 2, 3],
+        6: [1, 2, 3],
+        7: [1, 2, 3, 4],
+        8: [1, 2, 3, 4, 5],
+    }
+    assert sched.seen == list(range(1, 9))
+
+
 def test_run_campaign_refuses_observe_lag_for_dynamic_sampling():
     sim = Simulator(TINY, seed=5)
     sched = DAPODynamicSampling(sim.catalog_frame(), DAPOConfig(batch_size=8), seed=0)
     with pytest.raises(ValueError, match="observe_lag=1: DAPODynamicSampling refills"):
         run_campaign(sched, sim, 2, observe_lag=1)
-    with pytest.raises(ValueError, match="observe_lag must be >= 0"):
+    with pytest.raises(ValueError, match="observe_lag and sync_warmup must be >= 0, got -1 and 0"):
         run_campaign(Fixed(["a"], ["e"]), sim, 2, observe_lag=-1)
 
 
