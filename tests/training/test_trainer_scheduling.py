@@ -55,6 +55,23 @@ def test_step_batches_observe_each_step_once_and_flag_stale_selection():
         b.observe(3, ids, [1.0] * 8)
 
 
+def test_step_batches_resume_keeps_a_step_still_in_flight_open():
+    b = batches()
+    b.next_batch()
+    b.next_batch()  # an asynchronous trainer: step 2 handed out, step 1 not observed yet
+    ids = [t for t in b.batches[1] for _ in range(2)]
+    b.observe(1, ids, [0.0, 1.0] * 4)
+    resumed = batches()
+    resumed.load_state_dict(b.state_dict())
+    assert resumed.pending_step == 2 and resumed.observed_steps == {1}
+    with pytest.raises(ValueError, match="already observed"):
+        resumed.observe(1, ids, [0.0, 1.0] * 4)
+    resumed.observe(2, [t for t in b.batches[2] for _ in range(2)], [1.0, 0.0] * 4)  # its rewards still land
+    legacy = {k: v for k, v in b.state_dict().items() if k != "observed"}
+    resumed.load_state_dict(legacy)
+    assert resumed.observed_steps == {1, 2}  # an old state: every step handed out was observed
+
+
 def test_step_batches_pad_a_short_batch_with_its_own_tasks():
     class Short:  # GRESO skipping most of a small pool can return fewer than P tasks
         def select(self, step):

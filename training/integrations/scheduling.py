@@ -168,13 +168,19 @@ class StepBatches:
 
     def state_dict(self) -> dict[str, Any]:
         """Scheduler state plus the step counter; ``load_state_dict`` resumes where it stopped."""
-        return {"scheduler": self.scheduler.state_dict(), "step": self.step, "batches": dict(self.batches)}
+        return {
+            "scheduler": self.scheduler.state_dict(),
+            "step": self.step,
+            "batches": dict(self.batches),
+            "observed": sorted(self.observed_steps),  # an asynchronous trainer may hold steps in flight
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = int(state["step"])
         self.batches = {int(k): list(v) for k, v in state["batches"].items()}
-        self.observed_steps = set(self.batches)  # a checkpoint is taken after its steps were observed
+        # states saved before "observed" was kept came from synchronous trainers: every step observed
+        self.observed_steps = {int(s) for s in state.get("observed", self.batches)}
 
 
 def verifier_reward(resolver: TaskResolver, task_id: str, completion: str) -> float:
