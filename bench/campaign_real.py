@@ -57,8 +57,8 @@ from environments.frames import catalog_frames
 from environments.registry import get_source
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
 from envsched_core import metrics as M
-from envsched_core.dynamic_sampling import RewardFeed, rollout_rounds, uses_dynamic_sampling
-from envsched_core.schedulers import SCHEDULERS, scheduler_config, scheduler_spec
+from envsched_core.dynamic_sampling import RewardFeed, rollout_rounds
+from envsched_core.schedulers import SCHEDULERS, refilling_schedulers, scheduler_config, scheduler_spec
 from pipelines.campaign import heldout_by_hash
 from training.engines.skill import SkillEngine, landing_rows
 
@@ -421,9 +421,7 @@ def main() -> None:
         )
     lag = (args.observe_lag, args.sync_warmup)
     if args.observe_lag:
-        refilling = [
-            n for n in schedulers if n in SCHEDULERS and uses_dynamic_sampling(scheduler_spec(n).cls)
-        ]
+        refilling = refilling_schedulers(schedulers)
         schedulers = [n for n in schedulers if n not in refilling]
         if refilling:
             print(

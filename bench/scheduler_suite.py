@@ -47,8 +47,7 @@ from scipy import stats as scipy_stats
 from threadpoolctl import threadpool_limits
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.dynamic_sampling import uses_dynamic_sampling
-from envsched_core.schedulers import SCHEDULERS
+from envsched_core.schedulers import SCHEDULERS, refilling_schedulers
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
 from envsched_core.worlds import ALL_REGIMES, REGIMES, STRESS_REGIMES, Regime
 
@@ -313,7 +312,7 @@ def run_suite() -> None:
     if args.observe_lag < 0 or args.sync_warmup < 0:
         parser.error(f"--observe-lag={args.observe_lag} and --sync-warmup={args.sync_warmup} must be >= 0")
     if args.observe_lag:
-        refilling = [n for n in names if n in BASELINES and uses_dynamic_sampling(SCHEDULERS[n].cls)]
+        refilling = refilling_schedulers(names)
         names = [n for n in names if n not in refilling]
         if refilling:
             print(

@@ -96,11 +96,13 @@ class RewardFeed:
         if not self.lag:
             return
         self.in_flight.append(rollouts[OBSERVED_COLUMNS])
-        due = 0 if step <= self.sync_warmup else self.lag  # steps that may stay in flight
-        while len(self.in_flight) > due:
-            self.scheduler.observe(self.in_flight.pop(0))
+        self._observe_all_but(0 if step <= self.sync_warmup else self.lag)
 
     def flush(self) -> None:
         """Observe every step still in flight (the campaign's end)."""
-        while self.in_flight:
+        self._observe_all_but(0)
+
+    def _observe_all_but(self, keep: int) -> None:
+        """Observe the oldest steps in flight until ``keep`` remain."""
+        while len(self.in_flight) > keep:
             self.scheduler.observe(self.in_flight.pop(0))

@@ -32,6 +32,7 @@ from .baselines import (
     RandomScheduler,
 )
 from .config import SchedulerConfig
+from .dynamic_sampling import uses_dynamic_sampling
 from .scheduler import EnvSched
 
 
@@ -87,6 +88,12 @@ def scheduler_spec(name: str) -> SchedulerSpec:
     if name not in SCHEDULERS:
         raise ValueError(f"scheduler {name!r} unknown; choose from {sorted(SCHEDULERS)}")
     return SCHEDULERS[name]
+
+
+def refilling_schedulers(names: list[str]) -> list[str]:
+    """The registry names among ``names`` whose scheduler refills a step after reading its rewards (DAPO,
+    GRESO): they cannot run with rewards observed late (``dynamic_sampling.RewardFeed``)."""
+    return [n for n in names if n in SCHEDULERS and uses_dynamic_sampling(SCHEDULERS[n].cls)]
 
 
 def scheduler_config(name: str, batch_size: int, group_size: int, overrides: dict[str, Any]) -> Any:
