@@ -2,10 +2,10 @@
 
 The template's earlier campaigns are laid end to end on one timeline, oldest first (each of their
 steps is one step of the timeline), so a visit's age is the number of steps between it and the new
-campaign's step 1. EnvSched's own-history statistics are then exactly what they would be had the
-new campaign's steps followed the old ones: visit weights decayed by gamma per step of age
-(DESIGN.md "Own history"), discounted means unchanged. Baselines keep their own statistics: they
-observe the history step by step, oldest first, under their own update (and forgetting) rule.
+campaign's step 1. EnvSched folds that timeline in with ``EnvSched.warm_start``: every model it keeps
+(outcome model, dispersion, learnability, statistics, cross edges) is then exactly what it would be had
+the new campaign's steps followed the old ones. Baselines keep their own statistics: they observe the
+history step by step, oldest first, under their own update (and forgetting) rule.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from envsched_core import TaskCatalog, TaskStats
+from envsched_core import TaskCatalog
 
 
 def timeline(history: pd.DataFrame, catalog: TaskCatalog) -> pd.DataFrame:
@@ -28,24 +28,6 @@ def timeline(history: pd.DataFrame, catalog: TaskCatalog) -> pd.DataFrame:
         {"task_id": history["task_id"].astype(str), "step": steps, "reward": history["reward"]}
     )
     return out[out["task_id"].isin(set(catalog.task_ids))].reset_index(drop=True)
-
-
-def warm_stats(
-    rollouts: pd.DataFrame, catalog: TaskCatalog, gamma: float, prior_variance: float
-) -> TaskStats:
-    """TaskStats over ``rollouts`` (a ``timeline``), re-based so its newest step is step 0: the new
-    campaign's step 1 sees the newest history at age 1, older history older."""
-    stats = TaskStats(len(catalog), gamma=gamma, prior_variance=prior_variance)
-    if rollouts.empty:
-        return stats
-    stats = TaskStats.from_rollouts(rollouts, catalog, gamma=gamma, prior_variance=prior_variance)
-    newest = int(rollouts["step"].max())
-    seen = stats.observed
-    stats.n[seen] *= gamma ** (newest - stats.last_step[seen])  # n is stored as of last_step
-    stats.last_step[seen] = 0
-    decay = gamma ** (newest - stats.v0_step)
-    stats.v0_sum, stats.v0_weight, stats.v0_step = stats.v0_sum * decay, stats.v0_weight * decay, 0
-    return stats
 
 
 def replay(scheduler, rollouts: pd.DataFrame) -> None:

@@ -149,7 +149,6 @@ class EnvSched:
         seed: int = 0,
         within_edges: pd.DataFrame | None = None,
         cross_edges: pd.DataFrame | None = None,
-        stats: TaskStats | None = None,
     ):
         """Build (or load) the graph. ``within_edges`` / ``cross_edges``: precomputed (src, dst, similarity)
         frames, e.g. from the warehouse; given cross edges are the candidates later refreshes re-rank."""
@@ -158,9 +157,7 @@ class EnvSched:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         n_tasks = len(catalog)
-        self.stats = stats or TaskStats(n_tasks, gamma=self.cfg.gamma, prior_variance=self.cfg.prior_variance)
-        if len(self.stats) != n_tasks:
-            raise ValueError(f"EnvSched: stats cover {len(self.stats)} tasks, the catalogue {n_tasks}.")
+        self.stats = TaskStats(n_tasks, gamma=self.cfg.gamma, prior_variance=self.cfg.prior_variance)
 
         self.within = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
         W_within = None
@@ -201,7 +198,8 @@ class EnvSched:
         # the configured quota, raised where few or small environments could not fill a batch under it
         sizes = np.bincount(catalog.env, minlength=catalog.n_envs)
         self.env_quota = max(self.cfg.env_quota, filling_quota(sizes, self.cfg.batch_size))
-        self.current_step = 0
+        self.current_step = 0  # on the scheduler's own clock: a campaign's step plus step_offset
+        self.step_offset = 0  # the history a warm start folded in (``warm_start``); 0 for a fresh campaign
         self.last_refresh_step = -1
         self._W_cross = None
         self._cross_signature: np.ndarray | None = None  # what the current X was ranked under
@@ -291,7 +289,7 @@ class EnvSched:
     def predict(self, step: int | None = None) -> pd.DataFrame:
         """Per task: predicted_variance (v_hat), uncertainty (u in (0, 1]), and the variance each source alone
         implies: own (own history), within (W neighbours), cross (X neighbours); NaN = no evidence."""
-        step = self.current_step if step is None else self._check_step(step)
+        step = self.current_step if step is None else self._clock(step)
         if self.outcome is None:
             return self.predictor.predict_frame(self.stats, step, self.catalog.task_ids)
         self._predicted(step)
@@ -320,10 +318,14 @@ class EnvSched:
             raise ValueError(f"step must be a non-negative integer, got {step!r}.")
         return int(step)
 
+    def _clock(self, step) -> int:
+        """A campaign's step on the scheduler's clock: after a warm start, its history came first."""
+        return self._check_step(step) + self.step_offset
+
     def select(self, step: int) -> pd.DataFrame:
         """The batch for ``step``: B distinct tasks (all of them in a smaller catalogue), each environment at
         most ``env_quota`` times."""
-        step = self._check_step(step)
+        step = self._clock(step)
         self.current_step = max(self.current_step, step)
         cfg, env = self.cfg, self.catalog.env
         predicted = self._predicted(step)
@@ -494,6 +496,8 @@ class EnvSched:
         idx = validate_rollouts(rollouts, self.catalog)
         if len(idx) == 0:
             return
+        if self.step_offset:
+            rollouts = rollouts.assign(step=pd.to_numeric(rollouts["step"]) + self.step_offset)
         training = (
             group_outcomes(rollouts, idx)["variance"].to_numpy() if self.cfg.training_dispersion else None
         )
@@ -528,6 +532,26 @@ class EnvSched:
             self._refresh_cross()
         self._cache = None
 
+    def warm_start(self, history: pd.DataFrame) -> None:
+        """Start this fresh scheduler as if its campaign continued ``history``: earlier rollouts (task_id,
+        step, reward; every task in this catalogue, e.g. an earlier run's with retired tasks dropped) are
+        observed one step at a time, oldest first, and this campaign's step s is then step
+        max(history.step) + s of the scheduler's clock. Every model (outcome, dispersion, learnability,
+        statistics, cross edges) is exactly what it would be had the history's steps come first: a visit
+        at the history's last step is one step old at step 1. Unlike ``load_state_dict`` this works across
+        catalogues (tasks added since start unseen). Bad input raises ValueError and changes nothing."""
+        if self.current_step or self.stats.any_observed:
+            raise ValueError(
+                "EnvSched.warm_start: this scheduler has already selected or observed; use a fresh one."
+            )
+        validate_rollouts(history, self.catalog)
+        if history.empty:
+            return
+        steps = pd.to_numeric(history["step"]).astype(np.int64)
+        for _, part in history.groupby(steps, sort=True):
+            self.observe(part)
+        self.step_offset = int(steps.max())
+
     # --- persistence --------------------------------------------------------------------------------
     def within_edges_frame(self) -> pd.DataFrame:
         """Current W as a (src, dst, similarity) frame of task ids."""
@@ -554,6 +578,7 @@ class EnvSched:
             "cross_edges": tuple(a.copy() for a in self.cross_edges),
             "patterns": self.patterns.copy(),
             "current_step": self.current_step,
+            "step_offset": self.step_offset,
             "last_refresh_step": self.last_refresh_step,
         }
 
@@ -584,6 +609,7 @@ class EnvSched:
         self.cross_candidates = np.array(state["cross_candidates"], copy=True)
         self.patterns = np.array(state["patterns"], copy=True)
         self.current_step = int(state["current_step"])
+        self.step_offset = int(state.get("step_offset", 0))  # absent: saved before warm starts had a clock
         if self.cfg.use_cross_edges:
             self._set_cross(tuple(np.array(a, copy=True) for a in state["cross_edges"]))
             # With a refresh at the end of every observe, the saved X was ranked under the saved stats.

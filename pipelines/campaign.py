@@ -94,13 +94,11 @@ def build_scheduler(
         if not own_cross:
             cross = store.query("SELECT src, dst, similarity FROM edges_cross WHERE campaign_id = ''")
             cross = cross[cross.src.isin(pool) & cross.dst.isin(pool)]
-        settings = config.scheduler_settings()
-        stats = None
-        if history is not None:
-            stats = warm_start.warm_stats(history, catalog, settings.gamma, settings.prior_variance)
         scheduler = EnvSched(
-            catalog, settings, seed=config.seed, within_edges=within, cross_edges=cross, stats=stats
+            catalog, config.scheduler_settings(), seed=config.seed, within_edges=within, cross_edges=cross
         )
+        if history is not None:
+            scheduler.warm_start(history)
     else:
         scheduler = spec.cls(catalog, config.scheduler_settings(), seed=config.seed)
         if history is not None:

@@ -1,4 +1,4 @@
-"""Campaign templates (YAML -> campaigns) and the warm start of a continuing campaign's statistics."""
+"""Campaign templates (YAML -> campaigns) and the warm start of a continuing campaign's scheduler."""
 
 from datetime import datetime
 
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from campaign.templates import CampaignTemplate, load_templates
-from campaign.warm_start import timeline, warm_stats
-from envsched_core import TaskCatalog, TaskStats
+from campaign.warm_start import timeline
+from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.simulator import SimConfig, Simulator
 
 NIGHTLY = """
@@ -72,19 +72,20 @@ def _history(catalog: TaskCatalog, rng) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_warm_stats_discount_history_by_its_age_on_the_template_timeline():
+def test_a_warm_started_envsched_sees_the_template_campaigns_end_to_end():
     world = Simulator(SimConfig(n_envs=3, tasks_per_env=10, n_tool_types=12), seed=0)
     catalog = TaskCatalog.from_frame(world.catalog_frame())
     history = _history(catalog, np.random.default_rng(0))
-    steps = timeline(history, catalog)
+    retired = pd.DataFrame({"campaign_id": "old", "step": 1, "task_id": "retired-task", "reward": [1.0, 0.0]})
+    steps = timeline(pd.concat([history, retired], ignore_index=True), catalog)
     assert sorted(steps["step"].unique()) == [0, 1, 2, 3, 4]  # old steps 1-3, then newer steps 1-2
-    warm = warm_stats(steps, catalog, gamma=0.8, prior_variance=0.05)
-    unrebased = TaskStats.from_rollouts(steps, catalog, gamma=0.8)
-    # Step t of the new campaign is step 4 + t of the timeline: same weights, same means.
-    for t in (1, 2, 5):
-        np.testing.assert_allclose(warm.n_at(t), unrebased.n_at(4 + t))
-    np.testing.assert_allclose(warm.m, unrebased.m)
-    assert warm.v0() == pytest.approx(unrebased.v0())
+    assert "retired-task" not in set(steps["task_id"])  # no longer in the pool
+    sched = EnvSched(catalog, SchedulerConfig(batch_size=6, group_size=4, gamma=0.8), seed=0)
+    sched.warm_start(steps)
     newest_only = set(steps.loc[steps.step == 4, "task_id"]) - set(steps.loc[steps.step < 4, "task_id"])
     rows = catalog.indices_of(np.array(sorted(newest_only), dtype=object), what="task")
-    np.testing.assert_allclose(warm.n_at(1)[rows], 0.8)  # seen once, one step before step 1
+    step1 = sched.step_offset + 1  # the new campaign's step 1 on the scheduler's clock
+    np.testing.assert_allclose(sched.stats.n_at(step1)[rows], 0.8)  # seen once, one step before step 1
+    oldest_only = set(steps.loc[steps.step == 0, "task_id"]) - set(steps.loc[steps.step > 0, "task_id"])
+    rows = catalog.indices_of(np.array(sorted(oldest_only), dtype=object), what="task")
+    np.testing.assert_allclose(sched.stats.n_at(step1)[rows], 0.8**5)  # five steps before step 1

@@ -205,6 +205,46 @@ def test_scheduler_cross_refresh_of_changed_rows_equals_a_full_re_rank():
     assert partial
 
 
+def test_warm_start_continues_the_history_exactly_as_the_scheduler_that_ran_it(catalog, success):
+    """A fresh scheduler warm-started on a run's rollouts predicts, observes and resumes as that run did."""
+    cfg = SchedulerConfig(batch_size=16, cross_refresh_every=2)
+    original = EnvSched(catalog, cfg, seed=3)
+    batches = run(original, success, 5)  # steps 1..5
+    history = pd.concat([rollouts_for(b, t, success) for t, b in enumerate(batches, start=1)])
+    warm = EnvSched(catalog, cfg, seed=3)
+    warm.warm_start(history.sample(frac=1.0, random_state=0))  # any row order: replayed oldest step first
+    assert warm.step_offset == 5
+    # this campaign's step s is the original's step 5 + s, before and after one more observed step
+    pd.testing.assert_frame_equal(warm.predict(1), original.predict(6))
+    cold = EnvSched(catalog, cfg, seed=3)
+    assert not np.allclose(warm.predict(1)["predicted_variance"], cold.predict(1)["predicted_variance"])
+    batch = warm.select(1)
+    assert (batch["role"] == "exploit").any()  # a cold step 1 is all coverage
+    rewards = rollouts_for(batch, 1, success)
+    warm.observe(rewards)
+    original.observe(rewards.assign(step=6))
+    pd.testing.assert_frame_equal(warm.predict(2), original.predict(7))
+    for a, b in zip(warm.cross_edges, original.cross_edges, strict=True):
+        np.testing.assert_array_equal(a, b)
+    resumed = EnvSched(catalog, cfg, seed=99)  # the clock is part of the state
+    resumed.load_state_dict(copy.deepcopy(warm.state_dict()))
+    pd.testing.assert_frame_equal(resumed.select(2), warm.select(2))
+
+
+def test_warm_start_refuses_a_used_scheduler_and_bad_history_without_changing_state(catalog, success):
+    cfg = SchedulerConfig(batch_size=16)
+    used = EnvSched(catalog, cfg, seed=0)
+    run(used, success, 1)
+    with pytest.raises(ValueError, match="already selected or observed; use a fresh one"):
+        used.warm_start(group("e1-t1", 0, [1, 0]))
+    fresh, control = EnvSched(catalog, cfg, seed=0), EnvSched(catalog, cfg, seed=0)
+    history = pd.concat([group("e1-t1", 0, [1, 0]), group("retired-task", 3, [0, 0])])  # the bad row is last
+    with pytest.raises(ValueError, match="unknown.*retired-task"):
+        fresh.warm_start(history)
+    assert fresh.step_offset == 0 and not fresh.stats.any_observed
+    pd.testing.assert_frame_equal(fresh.select(1), control.select(1))
+
+
 @pytest.mark.parametrize(
     ("bad", "message"),
     [

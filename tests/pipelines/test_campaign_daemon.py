@@ -268,6 +268,10 @@ def test_template_schedule_tick_starts_a_campaign_that_continues_from_the_last(d
     # The scheduler starts from the template's history: step 1 exploits (a fresh step 1 is all coverage).
     assert (driver.store.batch(first, 1)["role"] == "coverage").all()
     assert (driver.store.batch(second, 1)["role"] == "exploit").any()
+    # ... every model of it, not only the visit counts: the first campaign's two steps came first
+    state = driver.store.scheduler_state(second, 1, "selected")
+    seen = driver.store.rollouts(first)["task_id"].nunique()
+    assert state["step_offset"] == 1 and (state["outcome"]["last_step"] >= 0).sum() == seen
     # The policy starts from the first campaign's last checkpoint, not from scratch.
     root = Paths.from_env().checkpoints
 
