@@ -1,16 +1,21 @@
 """Continuing campaigns (`continue_from: latest`): what a scheduler gains from the rollouts of the campaigns
 before it.
 
-On each simulator world a first campaign of H steps (``--history-by``, EnvSched by default) trains the
-policy; a second campaign then continues from that policy for 2 T steps, under each scheduler cold (a
-fresh one) and warm (given the first campaign's rollouts the way the pipeline gives a template's history:
-`EnvSched.warm_start`, baselines `campaign.warm_start.replay`). Every second campaign starts from the
-same policy and the same history, so the rows differ only in the scheduler and what it was given.
-Reported: steps and rollouts to the held-out score random reaches at step T of the second campaign
-(95% t-interval over worlds), the mean selected variance of its first 5 steps, and the final score.
+On each world a first campaign of H steps (``--history-by``, EnvSched by default) trains the policy; a
+second campaign then continues from that policy for 2 T steps, under each scheduler cold (a fresh one) and
+warm (given the first campaign's rollouts the way the pipeline gives a template's history:
+`EnvSched.warm_start`, baselines `campaign.warm_start.replay`). Every second campaign starts from the same
+policy and the same history, so the rows differ only in the scheduler and what it was given. Reported:
+steps and rollouts to random's held-out score at step T of the second campaign (95% t-interval over
+worlds), the mean selected variance of its first 5 steps, and the final score.
 
     PYTHONPATH=. .venv/bin/python bench/continuing_campaigns.py --quick
     PYTHONPATH=. .venv/bin/python bench/continuing_campaigns.py --quick --regimes paper --history-by random
+    PYTHONPATH=. .venv/bin/python bench/continuing_campaigns.py --real acebench --world-seeds 0,1,2,3,4,5,6,7,8,9
+
+``--real CATALOGUE`` runs the skill policy on a real catalogue (bench/campaign_real.py's paper regime,
+B = 64 capped at a quarter of the pool, G = 8, held-out evaluation every 5 steps); a world is then a seed,
+and the target is the best held-out score random reaches by step T.
 """
 
 from __future__ import annotations
@@ -18,18 +23,23 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import tempfile
 from multiprocessing import Pool
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from bench.scheduler_suite import fmt, make_world, scheduler_for, t_interval
+from bench.scheduler_suite import fmt, make_world, t_interval
 from campaign.warm_start import replay
-from envsched_core.simulator import run_campaign, steps_to_target
+from envsched_core import TaskCatalog
+from envsched_core.schedulers import scheduler_config, scheduler_spec
+from envsched_core.simulator import run_campaign
 from envsched_core.worlds import REGIMES
 
 ARMS = ("random", "dps", "dps+history", "envsched", "envsched+history")
+EVAL_EVERY = 5  # real catalogues: held-out evaluation every 5 steps, as bench/campaign_real.py
 
 
 def recorded(sched, history: list[pd.DataFrame]):
@@ -44,10 +54,10 @@ def recorded(sched, history: list[pd.DataFrame]):
     return sched
 
 
-def continued(world, arm: str, history: pd.DataFrame):
-    """The second campaign's scheduler for ``arm``: cold, or warm from ``history`` (the first campaign's)."""
+def scheduler(arm: str, catalog: TaskCatalog, b: int, g: int, seed: int, history: pd.DataFrame | None = None):
+    """The registry's scheduler for ``arm`` (as a campaign builds it); '+history': warm from ``history``."""
     name, _, warm = arm.partition("+")
-    sched = scheduler_for(world, name, world.seed + 1)
+    sched = scheduler_spec(name).cls(catalog, scheduler_config(name, b, g, {}), seed=seed)
     if warm and name == "envsched":
         sched.warm_start(history)
     elif warm:
@@ -55,29 +65,77 @@ def continued(world, arm: str, history: pd.DataFrame):
     return sched
 
 
-def world_job(job: tuple[str, int, bool, str, int, int]) -> dict[str, dict]:
-    """One world: the first campaign, then every arm's second campaign from the same policy."""
+def sim_job(job: tuple[str, int, bool, str, int, int]) -> dict[str, pd.DataFrame]:
+    """One simulator world: the first campaign, then every arm's second campaign from the same policy."""
     regime, seed, quick, history_by, history_steps, target_step = job
     with threadpool_limits(limits=1):
         world = make_world(REGIMES[regime], seed, quick)
+        b, g = world.regime.batch_size, world.sim.config.group_size
         kept: list[pd.DataFrame] = []
-        run_campaign(
-            recorded(scheduler_for(world, history_by, seed), kept), world.sim.reset(seed), history_steps
-        )
+        first = recorded(scheduler(history_by, world.catalog, b, g, seed), kept)
+        run_campaign(first, world.sim.reset(seed), history_steps)
         history, policy = pd.concat(kept, ignore_index=True), copy.deepcopy(world.sim.state_dict())
         runs = {}
         for arm in ARMS:
             world.sim.load_state_dict(copy.deepcopy(policy))
-            runs[arm] = run_campaign(continued(world, arm, history), world.sim, 2 * target_step)
-    target = float(runs["random"]["heldout"].iloc[target_step - 1])
+            sched = scheduler(arm, world.catalog, b, g, seed + 1, history)
+            runs[arm] = run_campaign(sched, world.sim, 2 * target_step)
+    return runs
+
+
+def real_job(job: tuple[str, int, str, int, int]) -> dict[str, pd.DataFrame]:
+    """One seed of a real catalogue: as ``sim_job``, with the skill policy checkpointed between campaigns."""
+    from bench import campaign_real as real  # the environments load only when asked for
+    from training.engines.skill import SkillEngine
+
+    name, seed, history_by, history_steps, target_step = job
+    train, heldout = real.load_catalogue(name, 0.2, real.OUT / "cache")
+    catalog, g = TaskCatalog.from_frame(train), 8
+    b = max(1, min(64, len(train) // real.MIN_POOL_PER_SLOT))
+
+    def engine() -> SkillEngine:
+        return SkillEngine(
+            train, g, seed, heldout=heldout, eval_every=EVAL_EVERY, eval_samples=4, **real.REGIMES["paper"]
+        )
+
+    kept: list[pd.DataFrame] = []
+    first, checkpoint = engine(), Path(tempfile.mkdtemp(prefix="continuing-"))
+    real.run_one(
+        recorded(scheduler(history_by, catalog, b, g, seed), kept), first, catalog, history_steps, EVAL_EVERY
+    )
+    first.save(checkpoint)
+    first.close()
+    history, runs = pd.concat(kept, ignore_index=True), {}
+    for arm in ARMS:
+        second = engine()
+        second.load(checkpoint)
+        try:
+            sched = scheduler(arm, catalog, b, g, seed + 1, history)
+            runs[arm] = real.run_one(sched, second, catalog, 2 * target_step, EVAL_EVERY)
+        finally:
+            second.close()
+    return runs
+
+
+def scored(runs: dict[str, pd.DataFrame], target_step: int, best_within: bool) -> dict[str, dict]:
+    """Per arm: steps and rollouts to random's step-T score (``best_within``: its best evaluated score by
+    step T), the first 5 steps' selected variance and the final score."""
+    random = runs["random"].dropna(subset=["heldout"])
+    random = random[(random["step"] > 0) & (random["step"] <= target_step)]
+    target = float(random["heldout"].max() if best_within else random["heldout"].iloc[-1])
     out = {}
     for arm, m in runs.items():
-        steps, rollouts = steps_to_target(m, target)
+        evaluated = m[m["step"] > 0].dropna(subset=["heldout"])
+        hit = evaluated[evaluated["heldout"] >= target - 1e-12]
+        steps = float(hit["step"].iloc[0]) if len(hit) else 2 * target_step + 1
+        rollouts = float(hit["cum_rollouts"].iloc[0]) if len(hit) else float(m["cum_rollouts"].iloc[-1])
+        first5 = m[(m["step"] >= 1) & (m["step"] <= 5)]
+        final = float(evaluated["heldout"].iloc[-1])
         out[arm] = {
-            "steps": 2 * target_step + 1 if np.isnan(steps) else steps,
-            "rollouts": float(m["cum_rollouts"].iloc[-1]) if np.isnan(rollouts) else rollouts,
-            "early_var": float(m["mean_var"].iloc[:5].mean()),
-            "final": float(m["heldout"].iloc[-1]),
+            "steps": steps,
+            "rollouts": rollouts,
+            "early_var": first5["mean_var"].mean(),
+            "final": final,
         }
     return out
 
@@ -88,27 +146,28 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="the suite's small worlds")
     parser.add_argument("--regimes", default="default,paper,private,drift,shift", help="comma list")
+    parser.add_argument("--real", default=None, help="a real catalogue (acebench, tau, bfcl, all) instead")
     parser.add_argument("--world-seeds", default="100,101,102,103,104", help="comma list")
     parser.add_argument("--history-by", default="envsched", help="the first campaign's scheduler")
     parser.add_argument("--history-steps", type=int, default=30, help="H: steps of the first campaign")
     parser.add_argument("--target-step", type=int, default=30, help="T: random's step-T score is the target")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()
-    regimes = args.regimes.split(",")
-    unknown = [r for r in regimes if r not in REGIMES]
+    regimes = [args.real] if args.real else args.regimes.split(",")
+    unknown = [r for r in regimes if r not in REGIMES] if not args.real else []
     if unknown:
         parser.error(f"unknown regime(s) {unknown}; known: {list(REGIMES)}")
     seeds = [int(s) for s in args.world_seeds.split(",")]
-    jobs = [
-        (r, s, args.quick, args.history_by, args.history_steps, args.target_step)
-        for r in regimes
-        for s in seeds
-    ]
+    H, T = args.history_steps, args.target_step
+    if args.real:
+        job, jobs = real_job, [(args.real, s, args.history_by, H, T) for s in seeds]
+    else:
+        job, jobs = sim_job, [(r, s, args.quick, args.history_by, H, T) for r in regimes for s in seeds]
     with Pool(args.workers) as pool:
-        results = pool.map(world_job, jobs)
+        results = [scored(runs, T, best_within=bool(args.real)) for runs in pool.map(job, jobs)]
+    target = f"random's {'best score by' if args.real else 'score at'} step {T}"
     print(
-        f"first campaign: {args.history_steps} steps of {args.history_by}; second: {2 * args.target_step} "
-        f"steps, target = random's step-{args.target_step} score; worlds {seeds}"
+        f"first campaign: {H} steps of {args.history_by}; second: {2 * T} steps; target {target}; worlds {seeds}"
     )
     wins = 0
     for i, regime in enumerate(regimes):
