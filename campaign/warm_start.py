@@ -18,11 +18,12 @@ from envsched_core import TaskCatalog
 
 def timeline(history: pd.DataFrame, catalog: TaskCatalog) -> pd.DataFrame:
     """Rollouts (task_id, step, reward) of ``history`` (campaign_id, step, task_id, reward, oldest
-    campaign first) re-stepped 0..H-1 along the template's timeline; tasks no longer in the pool dropped."""
+    campaign first) re-stepped 1..H along the template's timeline (the steps a first campaign of H steps
+    has; so the last state of the campaign before holds the same clock); tasks no longer in the pool dropped."""
     if history.empty:
         return pd.DataFrame(columns=["task_id", "step", "reward"])
     keys = history[["campaign_id", "step"]].drop_duplicates()
-    position = pd.Series(np.arange(len(keys)), index=pd.MultiIndex.from_frame(keys))
+    position = pd.Series(np.arange(1, len(keys) + 1), index=pd.MultiIndex.from_frame(keys))
     steps = position.reindex(pd.MultiIndex.from_frame(history[["campaign_id", "step"]])).to_numpy()
     out = pd.DataFrame(
         {"task_id": history["task_id"].astype(str), "step": steps, "reward": history["reward"]}

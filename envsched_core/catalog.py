@@ -8,8 +8,10 @@ static part of the cross-environment signature (EnvSched, Yang et al., 2026, "Cr
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -129,6 +131,11 @@ class TaskCatalog:
 
     def __len__(self) -> int:
         return len(self.task_ids)
+
+    @cached_property
+    def digest(self) -> str:
+        """A fingerprint of the task ids in row order: a saved state's rows are this catalogue's when it matches."""
+        return hashlib.blake2b("\n".join(self.task_ids).encode(), digest_size=16).hexdigest()
 
     @property
     def n_envs(self) -> int:

@@ -552,6 +552,14 @@ class EnvSched:
             self.observe(part)
         self.step_offset = int(steps.max())
 
+    def start_next_campaign(self) -> None:
+        """After ``load_state_dict`` of a campaign's last state: the next campaign on this catalogue starts here,
+        its step 1 one step after that campaign's last. Equal to ``warm_start`` with every rollout that state
+        saw, without replaying them; the RNG restarts from this scheduler's seed, as a fresh one's does."""
+        self.step_offset = self.current_step
+        self.rng = np.random.default_rng(self.seed)
+        self._cache = None
+
     # --- persistence --------------------------------------------------------------------------------
     def within_edges_frame(self) -> pd.DataFrame:
         """Current W as a (src, dst, similarity) frame of task ids."""
@@ -566,6 +574,7 @@ class EnvSched:
         return {
             "version": STATE_VERSION,
             "n_tasks": len(self.catalog),
+            "catalog_digest": self.catalog.digest,
             "config": self.cfg.to_dict(),
             "stats": self.stats.state_dict(),
             "predictor": self.predictor.state_dict(),
@@ -589,6 +598,11 @@ class EnvSched:
             raise ValueError(
                 f"EnvSched: state is for {state['n_tasks']} tasks, this catalogue has "
                 f"{len(self.catalog)}; load it into a scheduler over the same catalogue."
+            )
+        if state.get("catalog_digest", self.catalog.digest) != self.catalog.digest:  # absent: saved before it
+            raise ValueError(
+                "EnvSched: state is for another catalogue (same size, other task ids or order); "
+                "warm_start from its rollouts instead."
             )
         # A field added after the state was saved ran at its default then.
         saved = {**SchedulerConfig().to_dict(), **_renamed_fields(state["config"])}

@@ -78,14 +78,14 @@ def test_a_warm_started_envsched_sees_the_template_campaigns_end_to_end():
     history = _history(catalog, np.random.default_rng(0))
     retired = pd.DataFrame({"campaign_id": "old", "step": 1, "task_id": "retired-task", "reward": [1.0, 0.0]})
     steps = timeline(pd.concat([history, retired], ignore_index=True), catalog)
-    assert sorted(steps["step"].unique()) == [0, 1, 2, 3, 4]  # old steps 1-3, then newer steps 1-2
+    assert sorted(steps["step"].unique()) == [1, 2, 3, 4, 5]  # old steps 1-3, then newer steps 1-2
     assert "retired-task" not in set(steps["task_id"])  # no longer in the pool
     sched = EnvSched(catalog, SchedulerConfig(batch_size=6, group_size=4, gamma=0.8), seed=0)
     sched.warm_start(steps)
-    newest_only = set(steps.loc[steps.step == 4, "task_id"]) - set(steps.loc[steps.step < 4, "task_id"])
+    newest_only = set(steps.loc[steps.step == 5, "task_id"]) - set(steps.loc[steps.step < 5, "task_id"])
     rows = catalog.indices_of(np.array(sorted(newest_only), dtype=object), what="task")
     step1 = sched.step_offset + 1  # the new campaign's step 1 on the scheduler's clock
     np.testing.assert_allclose(sched.stats.n_at(step1)[rows], 0.8)  # seen once, one step before step 1
-    oldest_only = set(steps.loc[steps.step == 0, "task_id"]) - set(steps.loc[steps.step > 0, "task_id"])
+    oldest_only = set(steps.loc[steps.step == 1, "task_id"]) - set(steps.loc[steps.step > 1, "task_id"])
     rows = catalog.indices_of(np.array(sorted(oldest_only), dtype=object), what="task")
     np.testing.assert_allclose(sched.stats.n_at(step1)[rows], 0.8**5)  # five steps before step 1

@@ -231,6 +231,39 @@ def test_warm_start_continues_the_history_exactly_as_the_scheduler_that_ran_it(c
     pd.testing.assert_frame_equal(resumed.select(2), warm.select(2))
 
 
+def test_start_next_campaign_from_a_last_state_equals_a_warm_start_from_its_rollouts(catalog, success):
+    cfg = SchedulerConfig(batch_size=16)
+    first = EnvSched(catalog, cfg, seed=3)
+    batches = run(first, success, 4)
+    history = pd.concat([rollouts_for(b, t, success) for t, b in enumerate(batches, start=1)])
+    chained = EnvSched(catalog, cfg, seed=3)
+    chained.load_state_dict(copy.deepcopy(first.state_dict()))
+    chained.start_next_campaign()
+    replayed = EnvSched(catalog, cfg, seed=3)
+    replayed.warm_start(history)
+    assert chained.step_offset == replayed.step_offset == 4
+    for step in (1, 2):  # the same batches (the RNG restarted from the seed), the same predictions after
+        a, b = chained.select(step), replayed.select(step)
+        pd.testing.assert_frame_equal(a, b)
+        chained.observe(rollouts_for(a, step, success))
+        replayed.observe(rollouts_for(b, step, success))
+    pd.testing.assert_frame_equal(chained.predict(), replayed.predict())
+
+
+def test_scheduler_refuses_a_state_of_another_catalogue_of_the_same_size(catalog, success):
+    cfg = SchedulerConfig(batch_size=16)
+    original = EnvSched(catalog, cfg, seed=0)
+    run(original, success, 1)
+    frame = make_tasks(n_envs=10, per_env=12)
+    renamed = TaskCatalog.from_frame(frame.assign(task_id=frame["task_id"].str.replace("t1", "u1")))
+    other = EnvSched(renamed, cfg, seed=0)
+    before = copy.deepcopy(other.state_dict())
+    with pytest.raises(ValueError, match="state is for another catalogue .*warm_start from its rollouts"):
+        other.load_state_dict(copy.deepcopy(original.state_dict()))
+    pd.testing.assert_frame_equal(other.predict(), EnvSched(renamed, cfg, seed=0).predict())
+    assert other.state_dict()["current_step"] == before["current_step"] == 0
+
+
 def test_warm_start_refuses_a_used_scheduler_and_bad_history_without_changing_state(catalog, success):
     cfg = SchedulerConfig(batch_size=16)
     used = EnvSched(catalog, cfg, seed=0)

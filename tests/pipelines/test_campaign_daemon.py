@@ -236,7 +236,7 @@ def test_definitions_turn_each_template_into_a_stopped_schedule():
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
 
 
-def test_template_schedule_tick_starts_a_campaign_that_continues_from_the_last(driver, tmp_path):
+def test_template_schedule_tick_starts_a_campaign_that_continues_from_the_last(driver, tmp_path, monkeypatch):
     import pickle
     from datetime import UTC, datetime
 
@@ -271,7 +271,8 @@ def test_template_schedule_tick_starts_a_campaign_that_continues_from_the_last(d
     # ... every model of it, not only the visit counts: the first campaign's two steps came first
     state = driver.store.scheduler_state(second, 1, "selected")
     seen = driver.store.rollouts(first)["task_id"].nunique()
-    assert state["step_offset"] == 1 and (state["outcome"]["last_step"] >= 0).sum() == seen
+    assert state["step_offset"] == 2 and (state["outcome"]["last_step"] >= 0).sum() == seen
+    _continuing_from_the_last_state_equals_replaying_the_history(driver.store, second, first, monkeypatch)
     # The policy starts from the first campaign's last checkpoint, not from scratch.
     root = Paths.from_env().checkpoints
 
@@ -286,6 +287,30 @@ def test_template_schedule_tick_starts_a_campaign_that_continues_from_the_last(d
         ascending=True,
     ).records
     assert record.asset_materialization.metadata["policy_from"].value == str(root / first / "step=2")
+
+
+def _continuing_from_the_last_state_equals_replaying_the_history(store, campaign_id, previous, monkeypatch):
+    """A campaign continuing ``previous`` by hand starts from its last saved state (no replay) and gets the
+    scheduler that replaying ``previous``'s rollouts builds."""
+    import pandas as pd
+
+    from campaign.config import CampaignConfig
+    from envsched_core import EnvSched
+    from pipelines.campaign import _warm_history, build_scheduler
+
+    config = CampaignConfig.from_dict(
+        {**store.campaign(campaign_id)["config"], "template": "", "continue_from": previous}
+    )
+    replayed, catalog = build_scheduler(store, config)
+    replayed.warm_start(_warm_history(store, config, catalog))
+
+    def no_replay(self, history):
+        raise AssertionError("replayed the history although the last state fits")
+
+    monkeypatch.setattr(EnvSched, "warm_start", no_replay)
+    chained, _ = build_scheduler(store, config, warm=True, catalog=catalog)
+    pd.testing.assert_frame_equal(chained.predict(1), replayed.predict(1))
+    pd.testing.assert_frame_equal(chained.select(1), replayed.select(1))
 
 
 def test_training_step_rolls_out_outside_the_pool_and_takes_a_slot_to_write(
