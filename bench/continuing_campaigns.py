@@ -7,10 +7,13 @@ warm (given the first campaign's rollouts the way the pipeline gives a template'
 `EnvSched.warm_start`, baselines `campaign.warm_start.replay`). Every second campaign starts from the same
 policy and the same history, so the rows differ only in the scheduler and what it was given. Reported:
 steps and rollouts to random's held-out score at step T of the second campaign (95% t-interval over
-worlds), the mean selected variance of its first 5 steps, and the final score.
+worlds), the mean selected variance of its first 5 steps, and the final score. ``--new-envs F``: a share F of
+the environments joins the pool only for the second campaign (the template's catalogue grew), so the
+history says nothing about them; the share of each arm's picks there in steps 1-10 is reported.
 
     PYTHONPATH=. .venv/bin/python bench/continuing_campaigns.py --quick
     PYTHONPATH=. .venv/bin/python bench/continuing_campaigns.py --quick --regimes paper --history-by random
+    PYTHONPATH=. .venv/bin/python bench/continuing_campaigns.py --quick --new-envs 0.3   # the pool grew in between
     PYTHONPATH=. .venv/bin/python bench/continuing_campaigns.py --real acebench --world-seeds 0,1,2,3,4,5,6,7,8,9
 
 ``--real CATALOGUE`` runs the skill policy on a real catalogue (bench/campaign_real.py's paper regime,
@@ -65,21 +68,47 @@ def scheduler(arm: str, catalog: TaskCatalog, b: int, g: int, seed: int, history
     return sched
 
 
-def sim_job(job: tuple[str, int, bool, str, int, int]) -> dict[str, pd.DataFrame]:
-    """One simulator world: the first campaign, then every arm's second campaign from the same policy."""
-    regime, seed, quick, history_by, history_steps, target_step = job
+def new_environments(catalog: TaskCatalog, share: float, seed: int) -> set[str]:
+    """A share of the environments (at least one when share > 0), drawn per world, added after the first campaign."""
+    if share <= 0:
+        return set()
+    rng = np.random.default_rng([seed, 7])
+    return set(rng.choice(catalog.env_ids, size=max(1, round(share * catalog.n_envs)), replace=False))
+
+
+def picks_in(sched, envs: set[str], shares: list[float]):
+    """``sched`` with the share of each batch drawn from ``envs`` appended to ``shares``."""
+    select = sched.select
+
+    def select_and_count(step: int) -> pd.DataFrame:
+        batch = select(step)
+        shares.append(float(batch["env_id"].isin(envs).mean()))
+        return batch
+
+    sched.select = select_and_count
+    return sched
+
+
+def sim_job(job: tuple[str, int, bool, str, int, int, float]) -> dict[str, pd.DataFrame]:
+    """One simulator world: the first campaign (without the environments added later), then every arm's
+    second campaign on the whole catalogue from the same policy."""
+    regime, seed, quick, history_by, history_steps, target_step, new_share = job
     with threadpool_limits(limits=1):
         world = make_world(REGIMES[regime], seed, quick)
         b, g = world.regime.batch_size, world.sim.config.group_size
+        added = new_environments(world.catalog, new_share, seed)
+        frame = world.sim.catalog_frame()
+        pool = TaskCatalog.from_frame(frame[~frame["env_id"].isin(added)].reset_index(drop=True))
         kept: list[pd.DataFrame] = []
-        first = recorded(scheduler(history_by, world.catalog, b, g, seed), kept)
+        first = recorded(scheduler(history_by, pool, b, g, seed), kept)
         run_campaign(first, world.sim.reset(seed), history_steps)
         history, policy = pd.concat(kept, ignore_index=True), copy.deepcopy(world.sim.state_dict())
         runs = {}
         for arm in ARMS:
             world.sim.load_state_dict(copy.deepcopy(policy))
-            sched = scheduler(arm, world.catalog, b, g, seed + 1, history)
-            runs[arm] = run_campaign(sched, world.sim, 2 * target_step)
+            shares: list[float] = []
+            sched = picks_in(scheduler(arm, world.catalog, b, g, seed + 1, history), added, shares)
+            runs[arm] = run_campaign(sched, world.sim, 2 * target_step).assign(new_env_share=shares)
     return runs
 
 
@@ -137,6 +166,8 @@ def scored(runs: dict[str, pd.DataFrame], target_step: int, best_within: bool) -
             "early_var": first5["mean_var"].mean(),
             "final": final,
         }
+        if "new_env_share" in m:
+            out[arm]["new_share"] = float(m.loc[m["step"] <= 10, "new_env_share"].mean())
     return out
 
 
@@ -151,6 +182,12 @@ def main() -> None:
     parser.add_argument("--history-by", default="envsched", help="the first campaign's scheduler")
     parser.add_argument("--history-steps", type=int, default=30, help="H: steps of the first campaign")
     parser.add_argument("--target-step", type=int, default=30, help="T: random's step-T score is the target")
+    parser.add_argument(
+        "--new-envs",
+        type=float,
+        default=0.0,
+        help="share of the environments added to the pool after the first campaign (simulator worlds)",
+    )
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()
     regimes = [args.real] if args.real else args.regimes.split(",")
@@ -162,12 +199,15 @@ def main() -> None:
     if args.real:
         job, jobs = real_job, [(args.real, s, args.history_by, H, T) for s in seeds]
     else:
-        job, jobs = sim_job, [(r, s, args.quick, args.history_by, H, T) for r in regimes for s in seeds]
+        jobs = [(r, s, args.quick, args.history_by, H, T, args.new_envs) for r in regimes for s in seeds]
+        job = sim_job
     with Pool(args.workers) as pool:
         results = [scored(runs, T, best_within=bool(args.real)) for runs in pool.map(job, jobs)]
     target = f"random's {'best score by' if args.real else 'score at'} step {T}"
+    added = f" ({args.new_envs:.0%} of the environments added after the first)" if args.new_envs else ""
     print(
-        f"first campaign: {H} steps of {args.history_by}; second: {2 * T} steps; target {target}; worlds {seeds}"
+        f"first campaign: {H} steps of {args.history_by}; second: {2 * T} steps{added}; target {target}; "
+        f"worlds {seeds}"
     )
     wins = 0
     for i, regime in enumerate(regimes):
@@ -180,6 +220,11 @@ def main() -> None:
                     "variance, steps 1-5": f"{np.mean([w[arm]['early_var'] for w in per_world]):.4f}",
                     "final score": f"{np.mean([w[arm]['final'] for w in per_world]):.4f}",
                 }
+                | (
+                    {"new-env picks, steps 1-10": f"{np.mean([w[arm]['new_share'] for w in per_world]):.3f}"}
+                    if args.new_envs
+                    else {}
+                )
                 for arm in ARMS
             }
         ).T
