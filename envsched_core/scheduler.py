@@ -4,6 +4,7 @@
     batch = sched.select(step)   # task_id, env_id, role ('exploit' | 'coverage'), predicted_variance
     sched.observe(rollouts)      # task_id, step, reward: one row per rollout
     sched.predict()              # task_id, predicted_variance, uncertainty, own, within, cross
+    sched.warm_start(history)    # (a fresh scheduler) continue an earlier run's rollouts, on any catalogue
 
 A batch of B tasks has (1 - rho_t) B exploitation slots, filled greedily by
     value_i / v_max - eta * max_{j chosen} sim(i, j)          (only tasks with evidence)
