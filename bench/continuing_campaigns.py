@@ -128,21 +128,23 @@ def real_job(job: tuple[str, int, str, int, int]) -> dict[str, pd.DataFrame]:
         )
 
     kept: list[pd.DataFrame] = []
-    first, checkpoint = engine(), Path(tempfile.mkdtemp(prefix="continuing-"))
-    real.run_one(
-        recorded(scheduler(history_by, catalog, b, g, seed), kept), first, catalog, history_steps, EVAL_EVERY
-    )
-    first.save(checkpoint)
-    first.close()
-    history, runs = pd.concat(kept, ignore_index=True), {}
-    for arm in ARMS:
-        second = engine()
-        second.load(checkpoint)
+    first, runs = engine(), {}
+    with tempfile.TemporaryDirectory(prefix="continuing-") as checkpoint:
         try:
-            sched = scheduler(arm, catalog, b, g, seed + 1, history)
-            runs[arm] = real.run_one(sched, second, catalog, 2 * target_step, EVAL_EVERY)
+            first_sched = recorded(scheduler(history_by, catalog, b, g, seed), kept)
+            real.run_one(first_sched, first, catalog, history_steps, EVAL_EVERY)
+            first.save(Path(checkpoint))
         finally:
-            second.close()
+            first.close()
+        history = pd.concat(kept, ignore_index=True)
+        for arm in ARMS:
+            second = engine()
+            try:
+                second.load(Path(checkpoint))
+                sched = scheduler(arm, catalog, b, g, seed + 1, history)
+                runs[arm] = real.run_one(sched, second, catalog, 2 * target_step, EVAL_EVERY)
+            finally:
+                second.close()
     return runs
 
 
