@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from bench.scheduler_suite import fmt, make_world, t_interval
+from bench.scheduler_suite import fmt, make_world, t_interval, watch_picks
 from campaign.warm_start import replay
 from envsched_core import TaskCatalog
 from envsched_core.schedulers import scheduler_config, scheduler_spec
@@ -76,19 +76,6 @@ def new_environments(catalog: TaskCatalog, share: float, seed: int) -> set[str]:
     return set(rng.choice(catalog.env_ids, size=max(1, round(share * catalog.n_envs)), replace=False))
 
 
-def picks_in(sched, envs: set[str], shares: list[float]):
-    """``sched`` with the share of each batch drawn from ``envs`` appended to ``shares``."""
-    select = sched.select
-
-    def select_and_count(step: int) -> pd.DataFrame:
-        batch = select(step)
-        shares.append(float(batch["env_id"].isin(envs).mean()))
-        return batch
-
-    sched.select = select_and_count
-    return sched
-
-
 def sim_job(job: tuple[str, int, bool, str, int, int, float]) -> dict[str, pd.DataFrame]:
     """One simulator world: the first campaign (without the environments added later), then every arm's
     second campaign on the whole catalogue from the same policy."""
@@ -103,12 +90,15 @@ def sim_job(job: tuple[str, int, bool, str, int, int, float]) -> dict[str, pd.Da
         first = recorded(scheduler(history_by, pool, b, g, seed), kept)
         run_campaign(first, world.sim.reset(seed), history_steps)
         history, policy = pd.concat(kept, ignore_index=True), copy.deepcopy(world.sim.state_dict())
+        added_ids = set(frame.loc[frame["env_id"].isin(added), "task_id"])
         runs = {}
         for arm in ARMS:
             world.sim.load_state_dict(copy.deepcopy(policy))
-            shares: list[float] = []
-            sched = picks_in(scheduler(arm, world.catalog, b, g, seed + 1, history), added, shares)
-            runs[arm] = run_campaign(sched, world.sim, 2 * target_step).assign(new_env_share=shares)
+            sched = scheduler(arm, world.catalog, b, g, seed + 1, history)
+            shares = watch_picks(sched, added_ids)  # stays empty when no environment was added
+            runs[arm] = run_campaign(sched, world.sim, 2 * target_step)
+            if added_ids:
+                runs[arm]["new_env_share"] = shares
     return runs
 
 

@@ -155,16 +155,17 @@ def run_world(
     return out
 
 
-def watch_picks(sched, flaky_ids: set[str]) -> list[float]:
-    """Wrap ``sched.select`` to record, per step, the share of the batch that is a flaky task (attack worlds)."""
+def watch_picks(sched, ids: set[str]) -> list[float]:
+    """Wrap ``sched.select`` to record, per step, the share of the batch among ``ids`` (e.g. the flaky tasks of
+    an attack world); records nothing when ``ids`` is empty."""
     picks: list[float] = []
-    if not flaky_ids:
+    if not ids:
         return picks
     select = sched.select
 
     def recorded(step: int) -> pd.DataFrame:
         batch = select(step)
-        picks.append(float(batch["task_id"].astype(str).isin(flaky_ids).mean()))
+        picks.append(float(batch["task_id"].astype(str).isin(ids).mean()))
         return batch
 
     sched.select = recorded

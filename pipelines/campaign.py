@@ -113,13 +113,10 @@ def _warm_envsched(
     at the timeline's last step) on this catalogue, config and seed: what replaying the history builds (on an
     unchanged graph), in O(1) rather than O(steps of history). Otherwise (the pool, config or seed changed, a
     step left unobserved) replay the history with ``warm_start``."""
-    observed = store.progress(config.continue_from)["observed"]
-    same_seed = (
-        store.campaign(config.continue_from)["config"].get("seed") == config.seed
-    )  # patterns are seeded
-    state = (
-        store.scheduler_state(config.continue_from, observed, "observed") if observed and same_seed else None
-    )
+    previous = config.continue_from
+    observed = store.progress(previous)["observed"]
+    seeded_alike = store.campaign(previous)["config"].get("seed") == config.seed  # patterns are seeded
+    state = store.scheduler_state(previous, observed, "observed") if observed and seeded_alike else None
     if state is not None and state.get("current_step") == history["step"].max():
         try:
             scheduler.load_state_dict(state)
