@@ -14,7 +14,6 @@ import pandas as pd
 from assets.catalog import WAREHOUSE_POOL, check_result
 from assets.observability import batch_preview, progress_text, step_metrics_metadata
 from envsched_core import TaskStats, batch_metrics
-from envsched_core.graph import edge_changes, edges_to_frame
 from pipelines import scheduler_cache
 from pipelines.batch_contract import check_batch
 from pipelines.campaign import dump_state
@@ -28,7 +27,8 @@ from pipelines.campaign_status import (
     tag_run,
 )
 from pipelines.mlflow_resource import MLflowResource
-from pipelines.refill import observed_scheduler
+from pipelines.pool_slot import pool_slot
+from pipelines.refill import cross_edge_update, observed_scheduler
 from pipelines.resources import PathsResource, WarehouseResource
 from warehouse.ingest import IngestRefused, Quarantined, ingest_file
 
@@ -137,7 +137,7 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
         if hasattr(scheduler, "predict")
         else None
     )
-    cross, cross_removed = _cross_update(store, campaign_id, catalog, cross_before, scheduler)
+    cross, cross_removed = cross_edge_update(store, campaign_id, catalog, cross_before, scheduler)
     metrics = batch_metrics(store.batch(campaign_id, step), step_rollouts, catalog)
     version = f"{campaign_id}-step{step}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
     rows = store.save_observation(
@@ -169,23 +169,12 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
     )
 
 
-def _cross_update(store, campaign_id: str, catalog, before, scheduler):
-    """(edges to write, pairs to delete or None = replace all) for the campaign's re-ranked cross edges.
-    The stored rows equal ``before`` (same transaction as the state restored) once the campaign has any."""
-    if not hasattr(scheduler, "cross_edges_frame"):
-        return None, None
-    if before is None or not store.has_campaign_cross_edges(campaign_id):
-        return scheduler.cross_edges_frame(), None
-    changed, gone_src, gone_dst = edge_changes(before, scheduler.cross_edges, len(catalog))
-    removed = pd.DataFrame({"src": catalog.task_ids[gone_src], "dst": catalog.task_ids[gone_dst]})
-    return edges_to_frame(catalog, *(a[changed] for a in scheduler.cross_edges)), removed
-
-
+# Not in the `warehouse` pool: restoring the scheduler (at step 1 of a continuing campaign, replaying its
+# template's history: minutes for a long one) and selecting hold no slot and no connection; writes take a slot.
 @dg.asset(
     group_name="campaign",
     partitions_def=campaigns,
     deps=[variance_predictions],
-    pool=WAREHOUSE_POOL,
     check_specs=[
         dg.AssetCheckSpec(
             "check_batch_respects_quota",
@@ -198,18 +187,19 @@ def _cross_update(store, campaign_id: str, catalog, before, scheduler):
 )
 def scheduled_batch(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mlflow: MLflowResource):
     """The next step's batch, chosen from the scheduler state after the last observed step."""
-    with warehouse.session() as store:
-        yield from _schedule(context, store, mlflow)
+    writing = lambda: pool_slot(context, WAREHOUSE_POOL, "scheduled_batch")  # noqa: E731
+    yield from _schedule(context, warehouse.warehouse(), mlflow, writing)
 
 
-def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
+def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource, writing):
     cfg = load_campaign(context, store)
     campaign_id = cfg.campaign_id
     observed = store.progress(campaign_id)["observed"]
     step = observed + 1
     tag_run(context, campaign_id, min(step, cfg.steps))
     if step > cfg.steps:
-        complete_campaign(store, campaign_id, mlflow)
+        with writing():
+            complete_campaign(store, campaign_id, mlflow)
         yield dg.MaterializeResult(
             metadata={
                 "step": observed,
@@ -224,12 +214,13 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
         scheduler, catalog = scheduler_cache.restore(store, cfg, observed, "observed")
         batch = scheduler.select(step)
         problem, bad, quota = check_batch(batch, scheduler, min(cfg.batch_size, len(catalog)))
-        if not problem:
-            store.save_batch(campaign_id, step, batch, dump_state(scheduler))
-            scheduler_cache.keep(store, cfg, scheduler, step, "selected")
-        else:  # nothing trains on a batch that breaks the contract: the campaign stops, the batch unsaved
-            reason = f"the {cfg.scheduler} batch breaks its contract ({problem}); nothing was saved"
-            fail_campaign(store, campaign_id, f"scheduled_batch of step {step}: {reason}", mlflow)
+        with writing():
+            if not problem:
+                store.save_batch(campaign_id, step, batch, dump_state(scheduler))
+                scheduler_cache.keep(store, cfg, scheduler, step, "selected")
+            else:  # nothing trains on a batch that breaks the contract: the campaign stops, the batch unsaved
+                reason = f"the {cfg.scheduler} batch breaks its contract ({problem}); nothing was saved"
+                fail_campaign(store, campaign_id, f"scheduled_batch of step {step}: {reason}", mlflow)
     yield dg.MaterializeResult(
         metadata={
             "step": step,

@@ -110,14 +110,18 @@ def _warm_envsched(
     scheduler: EnvSched, store: Warehouse, config: CampaignConfig, history: pd.DataFrame
 ) -> None:
     """Start from the last state of the campaign continued when it has seen exactly ``history`` (its clock is
-    at the timeline's last step) on this catalogue, config and seed: what replaying the history builds (on an
-    unchanged graph), in O(1) rather than O(steps of history). Otherwise (the pool, config or seed changed, a
-    step left unobserved) replay the history with ``warm_start``."""
+    at the timeline's last step) on this catalogue, config, seed and cross-edge candidates: what replaying the
+    history builds, in O(1) rather than O(steps of history). Otherwise (the pool, config, seed or graph
+    changed, a step left unobserved) replay the history with ``warm_start``."""
     previous = config.continue_from
     observed = store.progress(previous)["observed"]
     seeded_alike = store.campaign(previous)["config"].get("seed") == config.seed  # patterns are seeded
     state = store.scheduler_state(previous, observed, "observed") if observed and seeded_alike else None
-    if state is not None and state.get("current_step") == history["step"].max():
+    if (
+        state is not None
+        and state.get("current_step") == history["step"].max()
+        and np.array_equal(state["cross_candidates"], scheduler.cross_candidates)  # build_graph re-ran
+    ):
         try:
             scheduler.load_state_dict(state)
         except ValueError:  # another catalogue or config (checked before anything is restored)

@@ -7,7 +7,8 @@ rolls out every round before its one update. The rounds are saved as batch rows 
 scheduler state after the last round as phase 'refilled', in one transaction; every rollout of every
 round is in the landing file, so it is ingested and counted as spent. `variance_predictions` then
 continues from the 'refilled' state (it has observed every round) instead of observing again.
-Other schedulers run one round, as before.
+Other schedulers run one round, as before. `observed_scheduler` and `cross_edge_update` give
+`variance_predictions` the scheduler after a step and the cross-edge rows its re-rank changed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 
 from envsched_core import TaskCatalog
 from envsched_core.dynamic_sampling import scheduler_refill, uses_dynamic_sampling
+from envsched_core.graph import edge_changes, edges_to_frame
 from envsched_core.schedulers import scheduler_spec
 from pipelines import scheduler_cache
 from pipelines.campaign import CampaignConfig, dump_state
@@ -71,3 +73,15 @@ def observed_scheduler(
     cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it
     scheduler.observe(rollouts[["task_id", "step", "reward"]])
     return scheduler, catalog, cross_before
+
+
+def cross_edge_update(store, campaign_id: str, catalog, before, scheduler):
+    """(edges to write, pairs to delete or None = replace all) for the campaign's re-ranked cross edges.
+    The stored rows equal ``before`` (same transaction as the state restored) once the campaign has any."""
+    if not hasattr(scheduler, "cross_edges_frame"):
+        return None, None
+    if before is None or not store.has_campaign_cross_edges(campaign_id):
+        return scheduler.cross_edges_frame(), None
+    changed, gone_src, gone_dst = edge_changes(before, scheduler.cross_edges, len(catalog))
+    removed = pd.DataFrame({"src": catalog.task_ids[gone_src], "dst": catalog.task_ids[gone_dst]})
+    return edges_to_frame(catalog, *(a[changed] for a in scheduler.cross_edges)), removed

@@ -311,22 +311,25 @@ def _continuing_from_the_last_state_equals_replaying_the_history(store, campaign
     chained, _ = build_scheduler(store, config, warm=True, catalog=catalog)
     pd.testing.assert_frame_equal(chained.predict(1), replayed.predict(1))
     pd.testing.assert_frame_equal(chained.select(1), replayed.select(1))
+    # build_graph re-ran with other cross candidates: the last state's candidates are stale, so replay
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM edges_cross WHERE campaign_id = '' AND hash(src || dst) % 3 = 0")
+    with pytest.raises(AssertionError, match="replayed the history"):
+        build_scheduler(store, config, warm=True, catalog=catalog)
 
 
-def test_training_step_rolls_out_outside_the_pool_and_takes_a_slot_to_write(
-    tmp_path, monkeypatch, prepared_warehouse
-):
+@pytest.fixture
+def pooled(tmp_path, monkeypatch, prepared_warehouse):
+    """(driver context on an instance whose pools have one slot, the step keys holding a `warehouse` slot)."""
     import shutil
 
     from pipelines.definitions import defs
     from pipelines.driver import DriverContext
-    from training.engines.simulated import SimulatedEngine
     from warehouse.store import Warehouse
 
     home = Paths(tmp_path / "pooled").ensure()
     monkeypatch.setenv("ENVSCHED_HOME", str(home.home))
     shutil.copy(prepared_warehouse, home.warehouse)
-    seen = []
     with dg.instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as instance:
 
         def holders() -> list[str]:
@@ -334,19 +337,66 @@ def test_training_step_rolls_out_outside_the_pool_and_takes_a_slot_to_write(
                 s.step_key for s in instance.event_log_storage.get_concurrency_info("warehouse").claimed_slots
             ]
 
-        real_run_step, real_record = SimulatedEngine.run_step, Warehouse.record_checkpoint
-
-        def run_step(self, *args, **kwargs):
-            seen.append(("rollout and update", holders()))
-            return real_run_step(self, *args, **kwargs)
-
-        def record_checkpoint(self, *args, **kwargs):
-            seen.append(("write", holders()))
-            return real_record(self, *args, **kwargs)
-
-        monkeypatch.setattr(SimulatedEngine, "run_step", run_step)
-        monkeypatch.setattr(Warehouse, "record_checkpoint", record_checkpoint)
-        ctx = DriverContext(defs=defs, instance=instance, store=Warehouse(home.warehouse))
-        run_campaign(_config("pooled", steps=1), ctx)
+        yield DriverContext(defs=defs, instance=instance, store=Warehouse(home.warehouse)), holders
         assert holders() == []  # every slot freed
+
+
+def test_training_step_rolls_out_outside_the_pool_and_takes_a_slot_to_write(pooled, monkeypatch):
+    from training.engines.simulated import SimulatedEngine
+    from warehouse.store import Warehouse
+
+    ctx, holders = pooled
+    seen = []
+    real_run_step, real_record = SimulatedEngine.run_step, Warehouse.record_checkpoint
+
+    def run_step(self, *args, **kwargs):
+        seen.append(("rollout and update", holders()))
+        return real_run_step(self, *args, **kwargs)
+
+    def record_checkpoint(self, *args, **kwargs):
+        seen.append(("write", holders()))
+        return real_record(self, *args, **kwargs)
+
+    monkeypatch.setattr(SimulatedEngine, "run_step", run_step)
+    monkeypatch.setattr(Warehouse, "record_checkpoint", record_checkpoint)
+    run_campaign(_config("pooled", steps=1), ctx)
     assert seen == [("rollout and update", []), ("write", ["training_step"])]
+
+
+def test_continuing_campaign_replays_its_history_holding_no_slot_and_no_lock(pooled, monkeypatch):
+    import subprocess
+    import sys
+
+    from envsched_core import EnvSched
+    from warehouse.store import Warehouse
+
+    ctx, holders = pooled
+    run_campaign(_config("first", steps=2), ctx)
+    seen = []
+    real_warm_start, real_save_batch = EnvSched.warm_start, Warehouse.save_batch
+
+    def warm_start(self, history):
+        # another process can open the warehouse to write: nothing here holds DuckDB's lock
+        opened = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import duckdb, sys; duckdb.connect(sys.argv[1]).close()",
+                str(ctx.store.path),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        seen.append(("replay", holders(), opened.returncode == 0 or opened.stderr[-300:]))
+        return real_warm_start(self, history)
+
+    def save_batch(self, campaign_id, step, *args):
+        seen.append((f"save batch {step}", holders()))
+        return real_save_batch(self, campaign_id, step, *args)
+
+    monkeypatch.setattr(EnvSched, "warm_start", warm_start)
+    monkeypatch.setattr(Warehouse, "save_batch", save_batch)
+    # another seed: the last state of `first` does not fit (patterns are seeded), so the history is replayed
+    run_campaign(_config("second", steps=1, continue_from="first", seed=1), ctx)
+    assert seen == [("replay", [], True), ("save batch 1", ["scheduled_batch"])]
+    assert ctx.store.scheduler_state("second", 1, "selected")["step_offset"] == 2
