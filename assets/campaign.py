@@ -94,16 +94,19 @@ def _refresh_task_stats(store, cfg, step: int) -> tuple[int, int | str]:
     """Fold the new step into the stored statistics (the whole history only when a step is missing);
     returns (rows, tasks folded)."""
     catalog = scheduler_cache.catalog(store, cfg)
+    pool = set(catalog.task_ids)  # tasks retired by a refresh since are dropped, added ones start unseen
     stored = store.task_stats(cfg.campaign_id)
     stored_step = int(stored["step"].max()) if len(stored) else 0
     if stored_step == step and step > 0:
         return len(stored), 0  # a re-run of the same step: already folded
-    if stored_step == step - 1:
+    if stored_step == step - 1 and stored["task_id"].isin(pool).all():
         stats = TaskStats.from_frame(stored, catalog, gamma=cfg.gamma)
-        touched = stats.fold(store.rollouts(cfg.campaign_id, step)[["task_id", "step", "reward"]], catalog)
+        new = store.rollouts(cfg.campaign_id, step)
+        touched = stats.fold(new.loc[new["task_id"].isin(pool), ["task_id", "step", "reward"]], catalog)
         return store.fold_task_stats(cfg.campaign_id, step, stats.to_frame(catalog, touched)), len(touched)
     history = store.rollouts(cfg.campaign_id)
-    stats = TaskStats.from_rollouts(history[["task_id", "step", "reward"]], catalog, gamma=cfg.gamma)
+    history = history.loc[history["task_id"].isin(pool), ["task_id", "step", "reward"]]
+    stats = TaskStats.from_rollouts(history, catalog, gamma=cfg.gamma)
     return store.replace_task_stats(cfg.campaign_id, step, stats.to_frame(catalog)), "full history"
 
 

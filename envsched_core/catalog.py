@@ -25,6 +25,11 @@ EFFECTS = ("read",) + MUTATING_EFFECTS
 MAX_CATEGORIES = 16  # verifier / reward kinds beyond the most common 16 share one "other" column
 
 
+def ids_digest(task_ids) -> str:
+    """A fingerprint of task ids in order (``TaskCatalog.digest``; the baselines' states carry it too)."""
+    return hashlib.blake2b("\n".join(map(str, task_ids)).encode(), digest_size=16).hexdigest()
+
+
 def _is_list_like(value) -> bool:
     return isinstance(value, list | tuple | np.ndarray | set | frozenset)
 
@@ -135,7 +140,7 @@ class TaskCatalog:
     @cached_property
     def digest(self) -> str:
         """A fingerprint of the task ids in row order: a saved state's rows are this catalogue's when it matches."""
-        return hashlib.blake2b("\n".join(self.task_ids).encode(), digest_size=16).hexdigest()
+        return ids_digest(self.task_ids)
 
     @property
     def n_envs(self) -> int:

@@ -533,25 +533,27 @@ class EnvSched:
             self._refresh_cross()
         self._cache = None
 
-    def warm_start(self, history: pd.DataFrame) -> None:
+    def warm_start(self, history: pd.DataFrame, step_offset: int | None = None) -> None:
         """Start this fresh scheduler as if its campaign continued ``history``: earlier rollouts (task_id,
         step, reward; every task in this catalogue, e.g. an earlier run's with retired tasks dropped) are
         observed one step at a time, oldest first, and this campaign's step s is then step
         max(history.step) + s of the scheduler's clock. Every model (outcome, dispersion, learnability,
         statistics, cross edges) is exactly what it would be had the history's steps come first: a visit
         at the history's last step is one step old at step 1. Unlike ``load_state_dict`` this works across
-        catalogues (tasks added since start unseen). Bad input raises ValueError and changes nothing."""
+        catalogues (tasks added since start unseen). Bad input raises ValueError and changes nothing.
+        ``step_offset``: the clock's offset instead (a campaign rebuilt mid-way on a changed pool passes its
+        own, its history then holding its own steps at offset + s)."""
         if self.current_step or self.stats.any_observed:
             raise ValueError(
                 "EnvSched.warm_start: this scheduler has already selected or observed; use a fresh one."
             )
         validate_rollouts(history, self.catalog)
-        if history.empty:
-            return
         steps = pd.to_numeric(history["step"]).astype(np.int64)
         for _, part in history.groupby(steps, sort=True):
             self.observe(part)
-        self.step_offset = int(steps.max())
+        if step_offset is None:
+            step_offset = int(steps.max()) if len(history) else 0
+        self.step_offset = int(step_offset)
 
     def start_next_campaign(self) -> None:
         """After ``load_state_dict`` of a campaign's last state: the next campaign on this catalogue starts here,

@@ -71,6 +71,23 @@ def campaign_tasks(store: Warehouse, config: CampaignConfig) -> pd.DataFrame:
     return frame
 
 
+def with_retired_batch_tasks(
+    store: Warehouse, config: CampaignConfig, pool: pd.DataFrame, step: int
+) -> pd.DataFrame:
+    """``pool`` plus the tasks of ``step``'s batch retired by a refresh since it was scheduled: a saved batch is
+    rolled out as it is (their rows stay in ``tasks``, inactive); the scheduler drops them from then on."""
+    batch = store.batch(config.campaign_id, step)["task_id"]
+    retired = sorted(set(batch) - set(pool["task_id"]))
+    if not retired:
+        return pool
+    rows = store.query(
+        "SELECT task_id, env_id, source, split, text, tools, tool_effects, state_fields, turns, gold_calls, "
+        "verifier FROM tasks WHERE list_contains(?, task_id) ORDER BY task_id",
+        [retired],
+    )
+    return pd.concat([pool, rows], ignore_index=True)
+
+
 def campaign_catalog(store: Warehouse, config: CampaignConfig) -> TaskCatalog:
     return TaskCatalog.from_frame(campaign_tasks(store, config))
 
@@ -146,16 +163,51 @@ def restore_scheduler(
     store: Warehouse, config: CampaignConfig, step: int, phase: str, catalog: TaskCatalog | None = None
 ) -> tuple[Scheduler, TaskCatalog]:
     """The scheduler exactly as it was after ``phase`` of ``step`` (step 0: freshly built, warm-started
-    when the campaign continues another)."""
-    scheduler, catalog = build_scheduler(store, config, warm=step == 0, catalog=catalog)
-    if step > 0:
-        state = store.scheduler_state(config.campaign_id, step, phase)
-        if state is None:
-            raise RuntimeError(
-                f"campaign '{config.campaign_id}': no saved scheduler state for step {step} ({phase})"
-            )
-        scheduler.load_state_dict(state)
-    return scheduler, catalog
+    when the campaign continues another). When the pool changed since that state was saved
+    (``refresh_catalog`` retired or added tasks), the scheduler is rebuilt over the current pool from the
+    campaign's history instead (``rebuilt_on_pool``)."""
+    if step == 0:
+        return build_scheduler(store, config, warm=True, catalog=catalog)
+    scheduler, catalog = build_scheduler(store, config, catalog=catalog)
+    state = store.scheduler_state(config.campaign_id, step, phase)
+    if state is None:
+        raise RuntimeError(
+            f"campaign '{config.campaign_id}': no saved scheduler state for step {step} ({phase})"
+        )
+    if state["n_tasks"] == len(catalog) and state.get("catalog_digest", catalog.digest) == catalog.digest:
+        scheduler.load_state_dict(state)  # (absent digest: saved before states carried one)
+        return scheduler, catalog
+    observed = step - 1 if phase == "selected" else step  # 'refilled' has observed its step's rounds
+    offset = int(state.get("step_offset", 0))
+    return rebuilt_on_pool(scheduler, catalog, store, config, observed, offset), catalog
+
+
+def rebuilt_on_pool(
+    scheduler: Scheduler,
+    catalog: TaskCatalog,
+    store: Warehouse,
+    config: CampaignConfig,
+    observed: int,
+    step_offset: int,
+) -> Scheduler:
+    """``scheduler`` (fresh, over the current pool ``catalog``) after the campaign's history through step
+    ``observed``: what it continued first, then its own steps on its own clock (``step_offset``), rollouts
+    of retired tasks dropped. The same ``warm_start`` a continuing campaign starts from, so added tasks are
+    predicted from their neighbours and retired ones are never picked again."""
+    earlier = _warm_history(store, config, catalog) if config.continue_from else None
+    if not isinstance(scheduler, EnvSched):  # no clock of their own: the campaign's steps follow the history
+        step_offset = int(earlier["step"].max()) if earlier is not None and len(earlier) else 0
+    own = store.rollouts(config.campaign_id)
+    own = own.loc[(own["step"] <= observed) & own["task_id"].isin(set(catalog.task_ids))]
+    history = pd.concat(
+        [earlier, own[["task_id", "step", "reward"]].assign(step=own["step"] + step_offset)],
+        ignore_index=True,
+    )
+    if isinstance(scheduler, EnvSched):
+        scheduler.warm_start(history, step_offset=step_offset)
+    else:
+        warm_start.replay(scheduler, history)
+    return scheduler
 
 
 def dump_state(scheduler: Scheduler) -> SchedulerState:

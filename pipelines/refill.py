@@ -43,12 +43,13 @@ def roll_out_and_train(
     if not uses_dynamic_sampling(scheduler_spec(config.scheduler).cls):
         rows, metrics = engine.run_step(batch, step)
         return batch, rows, metrics
-    scheduler, _ = scheduler_cache.restore(store, config, step, "selected")
+    scheduler, catalog = scheduler_cache.restore(store, config, step, "selected")
     next_round = scheduler_refill(scheduler, step)
     rounds: list[pd.DataFrame] = []
+    pool = set(catalog.task_ids)
 
     def refill(rows: pd.DataFrame) -> pd.DataFrame:
-        extra = next_round(rows)
+        extra = next_round(rows[rows["task_id"].isin(pool)])  # a task retired since scheduling: unseen
         if not extra.empty:
             rounds.append(extra)
         return extra
@@ -71,7 +72,14 @@ def observed_scheduler(
         return (*scheduler_cache.restore(store, config, step, "refilled"), None)
     scheduler, catalog = scheduler_cache.restore(store, config, step, "selected")
     cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it
-    scheduler.observe(rollouts[["task_id", "step", "reward"]])
+    # The stored cross edges are the last observed state's: on another pool (a refresh since), replace them all.
+    if store.scheduler_state_field(config.campaign_id, step - 1, "observed", "catalog_digest") not in (
+        None,
+        catalog.digest,
+    ):
+        cross_before = None
+    in_pool = rollouts["task_id"].isin(set(catalog.task_ids))  # a task retired while its step ran: dropped
+    scheduler.observe(rollouts.loc[in_pool, ["task_id", "step", "reward"]])
     return scheduler, catalog, cross_before
 
 

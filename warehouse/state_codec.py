@@ -101,6 +101,12 @@ def manifest_digests(manifest: str) -> list[str]:
     return out
 
 
+def manifest_field(manifest: str, key: str) -> Any:
+    """The top-level JSON scalar ``key`` of a state's manifest (None if absent), without decoding the state."""
+    node = json.loads(manifest).get("d", {}).get(key)
+    return node.get("v") if node else None
+
+
 def decode_state(
     manifest: str, fetch: Callable[[Iterable[str]], dict[str, tuple[str, list[int], bytes]]]
 ) -> Any:

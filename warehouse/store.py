@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from warehouse.migrations import apply_migrations
-from warehouse.state_codec import decode_state, encode_state
+from warehouse.state_codec import decode_state, encode_state, manifest_field
 
 _LOCK_WAIT_S = 60.0
 _SQL_DIR = Path(__file__).parent / "sql"
@@ -436,6 +436,17 @@ class Warehouse:
                     f"scheduler state of {campaign_id!r} step {step} ({phase}) is not a manifest"
                 )
             return decode_state(blob.decode(), lambda digests: _fetch_arrays(conn, digests))
+
+    def scheduler_state_field(self, campaign_id: str, step: int, phase: str, key: str) -> Any:
+        """One top-level scalar of a saved state (e.g. its ``catalog_digest``) without decoding its arrays;
+        None when the state or the field is absent."""
+        blob = self.scalar(
+            "SELECT state FROM scheduler_states WHERE campaign_id = ? AND step = ? AND phase = ?",
+            [campaign_id, step, phase],
+        )
+        if blob is None or bytes(blob)[:1] != b"{":  # none, or saved as a pickle before migration 030
+            return None
+        return manifest_field(bytes(blob).decode(), key)
 
     def scheduler_state_manifest(self, campaign_id: str, step: int, phase: str) -> str | None:
         """A digest of a saved state's manifest (it names every array by digest): what a cache compares."""

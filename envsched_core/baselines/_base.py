@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..catalog import ids_digest
 from ..stats import group_summary
 
 BATCH_COLUMNS = ["task_id", "env_id", "role", "predicted_variance"]
@@ -95,6 +96,7 @@ class BaselineScheduler:
         if self.n_tasks < self.batch_size:
             raise ValueError(f"catalog has {self.n_tasks} tasks, fewer than batch_size={self.batch_size}")
         self._index = pd.Index(self.task_ids)
+        self._digest = ids_digest(self.task_ids)
         self.rng = np.random.default_rng(seed)
 
     # ---- batch frames -------------------------------------------------------------------------
@@ -159,6 +161,7 @@ class BaselineScheduler:
         state = {name: copy.deepcopy(getattr(self, name)) for name in self._state_fields}
         state["rng"] = copy.deepcopy(self.rng.bit_generator.state)
         state["n_tasks"] = self.n_tasks
+        state["catalog_digest"] = self._digest
         if isinstance(getattr(self, "sampler", None), EpochSampler):
             state["sampler"] = self.sampler.state()
         return state
@@ -170,6 +173,8 @@ class BaselineScheduler:
             raise ValueError(f"state is missing key(s) {sorted(missing)}")
         if state["n_tasks"] != self.n_tasks:
             raise ValueError(f"state is for {state['n_tasks']} tasks, this catalog has {self.n_tasks}")
+        if state.get("catalog_digest", self._digest) != self._digest:  # absent: saved before it
+            raise ValueError("state is for another catalog (same size, other task ids or order)")
         for name in self._state_fields:
             setattr(self, name, copy.deepcopy(state[name]))
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])

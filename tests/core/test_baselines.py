@@ -308,6 +308,19 @@ def test_baseline_state_dict_round_trip_gives_identical_next_batch(cls):
     pd.testing.assert_frame_equal(sched.refill(5), other.refill(5))
 
 
+@pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
+def test_baseline_refuses_a_state_of_another_catalog_of_the_same_size(cls):
+    frame = small_sim().catalog_frame()
+    config = CONFIGS[cls](batch_size=8)
+    sched = cls(frame, config, seed=5)
+    run_campaign(sched, small_sim(), 2)
+    renamed = frame.assign(task_id=frame["task_id"] + "-v2")  # same size, other ids: rows would shift
+    other, control = cls(renamed, config, seed=5), cls(renamed, config, seed=5)
+    with pytest.raises(ValueError, match="another catalog"):
+        other.load_state_dict(sched.state_dict())
+    pd.testing.assert_frame_equal(other.select(1), control.select(1))  # nothing was loaded
+
+
 def _state_arrays(sched) -> dict:
     return {k: v for k, v in sched.state_dict().items() if k != "rng"}
 

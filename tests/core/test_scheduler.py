@@ -250,6 +250,27 @@ def test_start_next_campaign_from_a_last_state_equals_a_warm_start_from_its_roll
     pd.testing.assert_frame_equal(chained.predict(), replayed.predict())
 
 
+def test_warm_start_with_the_campaigns_own_offset_rebuilds_it_mid_way(catalog, success):
+    """A continuing campaign rebuilt after 3 of its steps (its pool refreshed): the history it continued plus
+    its own steps on its clock, replayed with its own offset, give the scheduler that ran them."""
+    cfg = SchedulerConfig(batch_size=16)
+    earlier = EnvSched(catalog, cfg, seed=3)
+    before = pd.concat([rollouts_for(b, t, success) for t, b in enumerate(run(earlier, success, 4), start=1)])
+    running = EnvSched(catalog, cfg, seed=3)
+    running.warm_start(before)
+    own = pd.concat([rollouts_for(b, t, success) for t, b in enumerate(run(running, success, 3), start=1)])
+    rebuilt = EnvSched(catalog, cfg, seed=3)
+    rebuilt.warm_start(pd.concat([before, own.assign(step=own["step"] + 4)]), step_offset=4)
+    assert (
+        rebuilt.step_offset == running.step_offset == 4 and rebuilt.current_step == running.current_step == 7
+    )
+    pd.testing.assert_frame_equal(rebuilt.predict(4), running.predict(4))
+    rewards = rollouts_for(running.select(4), 4, success)
+    rebuilt.observe(rewards)
+    running.observe(rewards)
+    pd.testing.assert_frame_equal(rebuilt.predict(5), running.predict(5))
+
+
 def test_scheduler_refuses_a_state_of_another_catalogue_of_the_same_size(catalog, success):
     cfg = SchedulerConfig(batch_size=16)
     original = EnvSched(catalog, cfg, seed=0)

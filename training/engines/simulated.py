@@ -53,6 +53,7 @@ class CatalogSimulator(Simulator):
         for name, effect in zip(type_codes, [e for es in effect_lists for e in es], strict=True):
             family_of.setdefault(name, effect)
         families, family_names = pd.factorize(pd.Series([family_of[t] for t in range(len(self.type_names))]))
+        self.family_names = np.asarray(family_names, dtype=object)
         n, n_env, n_types, n_fam = len(tasks), len(env_names), len(self.type_names), len(family_names)
         types = np.full((n, _MAX_TYPES), -1, dtype=np.int64)
         cursor = 0
@@ -102,6 +103,25 @@ class CatalogSimulator(Simulator):
     @property
     def task_ids(self) -> np.ndarray:
         return self._tasks["task_id"].astype(str).to_numpy()
+
+    @property
+    def skill_names(self) -> np.ndarray:
+        """What each entry of theta is the skill of: ``env:``, ``type:``, ``family:`` or ``task:`` + its name."""
+        parts = [("env", self.env_names), ("type", self.type_names), ("family", self.family_names)]
+        names = [f"{kind}:{name}" for kind, values in parts for name in values]
+        return np.asarray(names + [f"task:{t}" for t in self.task_ids], dtype=object)
+
+    def learned(self) -> np.ndarray:
+        """theta minus the initial policy: what training added to each skill."""
+        return self.theta - self._theta0
+
+    def carry_over(self, skills: np.ndarray, learned: np.ndarray) -> None:
+        """Start from a policy trained on another pool: each skill it had keeps what it learned, by name; the
+        rest (environments, tool types, tasks added since) start where a fresh policy does."""
+        position = pd.Index(skills).get_indexer(self.skill_names)
+        known = position >= 0
+        self.theta = self._theta0.copy()
+        self.theta[known] += np.asarray(learned, dtype=float)[position[known]]
 
 
 class SimulatedEngine(RolloutEngine):
@@ -153,9 +173,14 @@ class SimulatedEngine(RolloutEngine):
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "engine.pkl").write_bytes(
-            pickle.dumps(self.sim.state_dict(), protocol=pickle.HIGHEST_PROTOCOL)
-        )
+        state = {**self.sim.state_dict(), "skills": self.sim.skill_names, "learned": self.sim.learned()}
+        (directory / "engine.pkl").write_bytes(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 
     def load(self, directory: Path) -> None:
-        self.sim.load_state_dict(pickle.loads((directory / "engine.pkl").read_bytes()))
+        state = pickle.loads((directory / "engine.pkl").read_bytes())
+        skills = state.get("skills")  # absent: saved before checkpoints named their skills
+        if skills is not None and not np.array_equal(skills, self.sim.skill_names):  # the pool changed since
+            self.sim.carry_over(skills, state["learned"])
+            self.sim.rng.bit_generator.state = state["rng"]
+        else:
+            self.sim.load_state_dict(state)

@@ -1,0 +1,82 @@
+"""A campaign running while `refresh_catalog` retires and adds tasks: it carries on over the new pool, its
+scheduler rebuilt from its own history (retired tasks dropped, added ones unseen), on its own clock."""
+
+import pandas as pd
+import pytest
+
+from campaign.config import CampaignConfig
+from envsched_core import EnvSched
+from pipelines.campaign import build_scheduler, campaign_tasks, restore_scheduler
+from pipelines.driver import run_campaign
+
+STEPS = 4
+
+
+def _config(scheduler: str) -> CampaignConfig:
+    return CampaignConfig(
+        campaign_id=f"refreshed-{scheduler}",
+        splits=["base"],
+        batch_size=12,
+        group_size=4,
+        steps=STEPS,
+        eval_every=0,
+        scheduler=scheduler,
+    )
+
+
+def _set_active(store, task_ids, active: bool) -> None:
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE tasks SET active = ? WHERE list_contains(?, task_id)", [active, sorted(task_ids)]
+        )
+
+
+@pytest.mark.parametrize("scheduler", ["envsched", "dps"])
+def test_campaign_carries_on_over_a_refreshed_pool(driver, scheduler):
+    store, config = driver.store, _config(scheduler)
+    added = set(campaign_tasks(store, config)["task_id"].iloc[-6:])  # not in the pool until step 1 is done
+    _set_active(store, added, False)
+    retired: set[str] = set()
+
+    def refresh(step: int) -> None:  # after step 1 is observed; step 2's batch is already scheduled
+        if step != 1:
+            return
+        in_flight = store.batch(config.campaign_id, 2)["task_id"]
+        seen_only = set(store.batch(config.campaign_id, 1)["task_id"]) - set(in_flight)
+        retired.update(list(in_flight[:2]) + sorted(seen_only)[:2])
+        _set_active(store, retired, False)
+        _set_active(store, added, True)
+
+    run_campaign(config, driver, on_step=refresh)
+
+    assert store.campaign(config.campaign_id)["status"] == "completed"
+    assert len(retired) == 4
+    # The in-flight batch was rolled out whole (the landing contract); later batches never pick a retired task.
+    rolled = store.rollouts(config.campaign_id, 2).groupby("task_id").size()
+    assert set(store.batch(config.campaign_id, 2)["task_id"]) == set(rolled.index) and (rolled == 4).all()
+    later = pd.concat([store.batch(config.campaign_id, s) for s in range(3, STEPS + 1)])
+    assert not set(later["task_id"]) & retired
+    assert not set(store.task_stats(config.campaign_id)["task_id"]) & retired
+    # The scheduler is over the new pool: what a fresh one gets from the campaign's rollouts of pool tasks.
+    after, catalog = restore_scheduler(store, config, STEPS, "observed")
+    pool = set(catalog.task_ids)
+    assert added <= pool and not retired & pool
+    if scheduler != "envsched":
+        return
+    assert store.scheduler_state(config.campaign_id, STEPS, "observed")["catalog_digest"] == catalog.digest
+    replayed, _ = build_scheduler(store, config, catalog=catalog)
+    history = store.rollouts(config.campaign_id)
+    replayed.warm_start(
+        history.loc[history["task_id"].isin(pool), ["task_id", "step", "reward"]], step_offset=0
+    )
+    assert isinstance(after, EnvSched) and after.step_offset == 0
+    pd.testing.assert_frame_equal(after.predict(STEPS + 1), replayed.predict(STEPS + 1))
+    predicted = store.query(
+        "SELECT task_id FROM predictions WHERE campaign_id = ? AND step = ?", [config.campaign_id, STEPS]
+    )
+    assert added <= set(predicted["task_id"]) and not retired & set(predicted["task_id"])
+    # The campaign's re-ranked cross edges were rewritten on the new pool, not patched from the old one.
+    stored = store.query("SELECT src, dst FROM edges_cross WHERE campaign_id = ?", [config.campaign_id])
+    assert set(zip(stored.src, stored.dst, strict=True)) == set(
+        zip(*(after.cross_edges_frame()[c] for c in ("src", "dst")), strict=True)
+    )
