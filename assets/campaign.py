@@ -110,23 +110,22 @@ def _refresh_task_stats(store, cfg, step: int) -> tuple[int, int | str]:
     return store.replace_task_stats(cfg.campaign_id, step, stats.to_frame(catalog)), "full history"
 
 
+# Not in the `warehouse` pool: observing and predicting (after a catalogue refresh, rebuilding the scheduler
+# from the campaign's history) hold no slot and no connection; the writes take a slot.
 @dg.asset(
-    group_name="campaign",
-    partitions_def=campaigns,
-    deps=[rollouts, "within_env_edges", "cross_env_edges"],
-    pool=WAREHOUSE_POOL,
+    group_name="campaign", partitions_def=campaigns, deps=[rollouts, "within_env_edges", "cross_env_edges"]
 )
 def variance_predictions(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, mlflow: MLflowResource
 ):
     """Fold the latest step's rollouts into the scheduler; predict every task's reward variance."""
-    with warehouse.session() as store:
-        cfg = load_campaign(context, store)
-        step = store.progress(cfg.campaign_id)["loaded"]
-        if step == 0:
-            return dg.MaterializeResult(metadata={"step": 0, "note": "no rollouts yet"})
-        with campaign_status(store, cfg.campaign_id, f"variance_predictions of step {step}", mlflow):
-            return _observe(context, store, mlflow, cfg, step)
+    store = warehouse.warehouse()
+    cfg = load_campaign(context, store)
+    step = store.progress(cfg.campaign_id)["loaded"]
+    if step == 0:
+        return dg.MaterializeResult(metadata={"step": 0, "note": "no rollouts yet"})
+    with campaign_status(store, cfg.campaign_id, f"variance_predictions of step {step}", mlflow):
+        return _observe(context, store, mlflow, cfg, step)
 
 
 def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.MaterializeResult:
@@ -143,17 +142,19 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
     cross, cross_removed = cross_edge_update(store, campaign_id, catalog, cross_before, scheduler)
     metrics = batch_metrics(store.batch(campaign_id, step), step_rollouts, catalog)
     version = f"{campaign_id}-step{step}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
-    rows = store.save_observation(
-        campaign_id,
-        step,
-        dump_state(scheduler),
-        predictions if predictions is not None else pd.DataFrame(),
-        cross if cross is not None else pd.DataFrame(),
-        version,
-        metrics,
-        cross_removed,
-    )
-    scheduler_cache.keep(store, cfg, scheduler, step, "observed")
+    state = dump_state(scheduler)
+    with pool_slot(context, WAREHOUSE_POOL, "variance_predictions"):
+        rows = store.save_observation(
+            campaign_id,
+            step,
+            state,
+            predictions if predictions is not None else pd.DataFrame(),
+            cross if cross is not None else pd.DataFrame(),
+            version,
+            metrics,
+            cross_removed,
+        )
+        scheduler_cache.keep(store, cfg, scheduler, step, "observed")
     # The batch metrics go to the campaign's MLflow run too, under the same names as in step_metrics.
     tracker = mlflow.tracker()
     run = tracker.start_campaign(campaign_id, params=cfg.to_dict(), dagster_run_id=context.run.run_id)

@@ -341,26 +341,44 @@ def pooled(tmp_path, monkeypatch, prepared_warehouse):
         assert holders() == []  # every slot freed
 
 
-def test_training_step_rolls_out_outside_the_pool_and_takes_a_slot_to_write(pooled, monkeypatch):
+def test_long_work_of_a_step_holds_no_slot_and_each_write_takes_one(pooled, monkeypatch):
+    """Rolling out, observing and selecting run outside the `warehouse` pool; each asset's write holds a slot."""
+    from envsched_core import EnvSched
     from training.engines.simulated import SimulatedEngine
     from warehouse.store import Warehouse
 
     ctx, holders = pooled
     seen = []
-    real_run_step, real_record = SimulatedEngine.run_step, Warehouse.record_checkpoint
 
-    def run_step(self, *args, **kwargs):
-        seen.append(("rollout and update", holders()))
-        return real_run_step(self, *args, **kwargs)
+    def recording(cls, name: str, what: str):
+        real = getattr(cls, name)
 
-    def record_checkpoint(self, *args, **kwargs):
-        seen.append(("write", holders()))
-        return real_record(self, *args, **kwargs)
+        def wrapper(self, *args, **kwargs):
+            seen.append((what, holders()))
+            return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(SimulatedEngine, "run_step", run_step)
-    monkeypatch.setattr(Warehouse, "record_checkpoint", record_checkpoint)
-    run_campaign(_config("pooled", steps=1), ctx)
-    assert seen == [("rollout and update", []), ("write", ["training_step"])]
+        monkeypatch.setattr(cls, name, wrapper)
+
+    recording(SimulatedEngine, "run_step", "rollout and update")
+    recording(EnvSched, "observe", "observe")
+    recording(EnvSched, "select", "select")
+    for name in ("record_checkpoint", "save_observation", "save_batch"):
+        recording(Warehouse, name, name)
+    run_campaign(_config("pooled", steps=2), ctx)
+    assert seen == [
+        ("select", []),
+        ("save_batch", ["scheduled_batch"]),
+        ("rollout and update", []),
+        ("record_checkpoint", ["training_step"]),
+        ("observe", []),
+        ("save_observation", ["variance_predictions"]),
+        ("select", []),
+        ("save_batch", ["scheduled_batch"]),
+        ("rollout and update", []),
+        ("record_checkpoint", ["training_step"]),
+        ("observe", []),
+        ("save_observation", ["variance_predictions"]),
+    ]
 
 
 def test_continuing_campaign_replays_its_history_holding_no_slot_and_no_lock(pooled, monkeypatch):

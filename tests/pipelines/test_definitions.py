@@ -49,8 +49,8 @@ def test_definitions_sensor_requests_nothing_on_an_empty_landing_folder(home):
 
 def test_definitions_put_warehouse_writers_in_one_pool():
     graph = defs.resolve_asset_graph()
-    # training_step (rollouts) and scheduled_batch (a history replay) take a slot only for their writes
-    slot_takers = {"training_step", "scheduled_batch"}
+    # the assets with long work (rollouts, observing, a history replay) take a slot only for their writes
+    slot_takers = {"training_step", "variance_predictions", "scheduled_batch"}
     writers = {k.to_user_string() for k in graph.get_all_asset_keys()} - slot_takers
     for key in writers:
         node = graph.get(dg.AssetKey.from_user_string(key))
