@@ -31,7 +31,7 @@ def _set_active(store, task_ids, active: bool) -> None:
         )
 
 
-@pytest.mark.parametrize("scheduler", ["envsched", "dps"])
+@pytest.mark.parametrize("scheduler", ["envsched", "dps", "greso"])
 def test_campaign_carries_on_over_a_refreshed_pool(driver, scheduler):
     store, config = driver.store, _config(scheduler)
     added = set(campaign_tasks(store, config)["task_id"].iloc[-6:])  # not in the pool until step 1 is done
