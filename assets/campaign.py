@@ -28,7 +28,7 @@ from pipelines.campaign_status import (
 )
 from pipelines.mlflow_resource import MLflowResource
 from pipelines.pool_slot import pool_slot
-from pipelines.refill import cross_edge_update, observed_scheduler
+from pipelines.refill import cross_edge_update, observed_scheduler, prepare_scheduler
 from pipelines.resources import PathsResource, WarehouseResource
 from warehouse.ingest import IngestRefused, Quarantined, ingest_file
 
@@ -110,8 +110,8 @@ def _refresh_task_stats(store, cfg, step: int) -> tuple[int, int | str]:
     return store.replace_task_stats(cfg.campaign_id, step, stats.to_frame(catalog)), "full history"
 
 
-# Not in the `warehouse` pool: observing and predicting (after a catalogue refresh, rebuilding the scheduler
-# from the campaign's history) hold no slot and no connection; the writes take a slot.
+# Not in the `warehouse` pool as a whole: restoring the scheduler (a cold build; after a catalogue refresh, a
+# replay of the campaign's history) runs first, holding no slot and no connection; the rest holds a slot.
 @dg.asset(
     group_name="campaign", partitions_def=campaigns, deps=[rollouts, "within_env_edges", "cross_env_edges"]
 )
@@ -119,13 +119,14 @@ def variance_predictions(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, mlflow: MLflowResource
 ):
     """Fold the latest step's rollouts into the scheduler; predict every task's reward variance."""
-    store = warehouse.warehouse()
-    cfg = load_campaign(context, store)
-    step = store.progress(cfg.campaign_id)["loaded"]
-    if step == 0:
-        return dg.MaterializeResult(metadata={"step": 0, "note": "no rollouts yet"})
-    with campaign_status(store, cfg.campaign_id, f"variance_predictions of step {step}", mlflow):
-        return _observe(context, store, mlflow, cfg, step)
+    prepare_scheduler(context, warehouse.warehouse(), "loaded")
+    with pool_slot(context, WAREHOUSE_POOL, "variance_predictions"), warehouse.session() as store:
+        cfg = load_campaign(context, store)
+        step = store.progress(cfg.campaign_id)["loaded"]
+        if step == 0:
+            return dg.MaterializeResult(metadata={"step": 0, "note": "no rollouts yet"})
+        with campaign_status(store, cfg.campaign_id, f"variance_predictions of step {step}", mlflow):
+            return _observe(context, store, mlflow, cfg, step)
 
 
 def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.MaterializeResult:
@@ -142,19 +143,17 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
     cross, cross_removed = cross_edge_update(store, campaign_id, catalog, cross_before, scheduler)
     metrics = batch_metrics(store.batch(campaign_id, step), step_rollouts, catalog)
     version = f"{campaign_id}-step{step}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
-    state = dump_state(scheduler)
-    with pool_slot(context, WAREHOUSE_POOL, "variance_predictions"):
-        rows = store.save_observation(
-            campaign_id,
-            step,
-            state,
-            predictions if predictions is not None else pd.DataFrame(),
-            cross if cross is not None else pd.DataFrame(),
-            version,
-            metrics,
-            cross_removed,
-        )
-        scheduler_cache.keep(store, cfg, scheduler, step, "observed")
+    rows = store.save_observation(
+        campaign_id,
+        step,
+        dump_state(scheduler),
+        predictions if predictions is not None else pd.DataFrame(),
+        cross if cross is not None else pd.DataFrame(),
+        version,
+        metrics,
+        cross_removed,
+    )
+    scheduler_cache.keep(store, cfg, scheduler, step, "observed")
     # The batch metrics go to the campaign's MLflow run too, under the same names as in step_metrics.
     tracker = mlflow.tracker()
     run = tracker.start_campaign(campaign_id, params=cfg.to_dict(), dagster_run_id=context.run.run_id)
@@ -173,8 +172,7 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
     )
 
 
-# Not in the `warehouse` pool: restoring the scheduler (at step 1 of a continuing campaign, replaying its
-# template's history: minutes for a long one) and selecting hold no slot and no connection; writes take a slot.
+# Restores the scheduler before it takes the pool (see variance_predictions).
 @dg.asset(
     group_name="campaign",
     partitions_def=campaigns,
@@ -191,19 +189,19 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
 )
 def scheduled_batch(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mlflow: MLflowResource):
     """The next step's batch, chosen from the scheduler state after the last observed step."""
-    writing = lambda: pool_slot(context, WAREHOUSE_POOL, "scheduled_batch")  # noqa: E731
-    yield from _schedule(context, warehouse.warehouse(), mlflow, writing)
+    prepare_scheduler(context, warehouse.warehouse(), "observed")
+    with pool_slot(context, WAREHOUSE_POOL, "scheduled_batch"), warehouse.session() as store:
+        yield from _schedule(context, store, mlflow)
 
 
-def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource, writing):
+def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource):
     cfg = load_campaign(context, store)
     campaign_id = cfg.campaign_id
     observed = store.progress(campaign_id)["observed"]
     step = observed + 1
     tag_run(context, campaign_id, min(step, cfg.steps))
     if step > cfg.steps:
-        with writing():
-            complete_campaign(store, campaign_id, mlflow)
+        complete_campaign(store, campaign_id, mlflow)
         yield dg.MaterializeResult(
             metadata={
                 "step": observed,
@@ -218,13 +216,12 @@ def _schedule(context: dg.AssetExecutionContext, store, mlflow: MLflowResource, 
         scheduler, catalog = scheduler_cache.restore(store, cfg, observed, "observed")
         batch = scheduler.select(step)
         problem, bad, quota = check_batch(batch, scheduler, min(cfg.batch_size, len(catalog)))
-        with writing():
-            if not problem:
-                store.save_batch(campaign_id, step, batch, dump_state(scheduler))
-                scheduler_cache.keep(store, cfg, scheduler, step, "selected")
-            else:  # nothing trains on a batch that breaks the contract: the campaign stops, the batch unsaved
-                reason = f"the {cfg.scheduler} batch breaks its contract ({problem}); nothing was saved"
-                fail_campaign(store, campaign_id, f"scheduled_batch of step {step}: {reason}", mlflow)
+        if not problem:
+            store.save_batch(campaign_id, step, batch, dump_state(scheduler))
+            scheduler_cache.keep(store, cfg, scheduler, step, "selected")
+        else:  # nothing trains on a batch that breaks the contract: the campaign stops, the batch unsaved
+            reason = f"the {cfg.scheduler} batch breaks its contract ({problem}); nothing was saved"
+            fail_campaign(store, campaign_id, f"scheduled_batch of step {step}: {reason}", mlflow)
     yield dg.MaterializeResult(
         metadata={
             "step": step,

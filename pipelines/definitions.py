@@ -3,8 +3,8 @@ lives elsewhere.
 
 Every asset that writes the warehouse runs in the concurrency pool `warehouse` (limit 1, set in the
 instance's dagster.yaml), because DuckDB allows one writing process per file; `training_step`,
-`variance_predictions` and `scheduled_batch`, whose long work needs no lock, take a slot only around
-their writes (`pool_slot`). Every job runs its steps
+`variance_predictions` and `scheduled_batch`, whose long work (rollouts; a cold scheduler build or a
+history replay) needs no lock, take a slot only after it (`pool_slot`). Every job runs its steps
 in the run's own process: the pool serialises the writers anyway, and a subprocess per asset cost
 seconds of start-up each. Every process that loads these definitions keeps the Dagster instance's
 SQLite files open between operations (``pipelines/instance_sqlite.py``: no checkpoint per event).

@@ -1,10 +1,11 @@
 """Hold a slot of a concurrency pool for part of a step, not all of it.
 
 `training_step` rolls out and updates the policy for minutes on a GPU; `variance_predictions` and
-`scheduled_batch` observe, predict and select (seconds at 10^6 tasks) and may replay a long rollout history
-(a continuing campaign's first batch, a pool changed by a catalogue refresh). Holding the single-slot
+`scheduled_batch` may first have to build the scheduler cold or replay a long rollout history (a
+continuing campaign's first batch, a pool changed by a catalogue refresh). Holding the single-slot
 `warehouse` pool all that time would stop every other campaign's ingestion and planning. So these assets
-are outside the pool and take a slot only around their warehouse writes, through the same instance
+are outside the pool and take a slot only after that work (training_step: around its writes; the other
+two: for the rest of the asset, with the scheduler prepared in the process's cache), through the same instance
 concurrency bookkeeping Dagster's executor uses (so the UI shows the slot as held by the step, and a
 killed process's slot is freed like any other: see `pipelines/crash_safety.py`).
 """

@@ -62,13 +62,40 @@ def roll_out_and_train(
     return pd.concat([batch, *rounds], ignore_index=True), rows, metrics
 
 
+def observed_phase(store: Warehouse, config: CampaignConfig, step: int) -> str:
+    """The saved state `variance_predictions` continues from: 'refilled' when the training step ran refill
+    rounds (that state has observed them all), else 'selected'."""
+    refilled = store.scheduler_state_manifest(config.campaign_id, step, "refilled") is not None
+    return "refilled" if refilled else "selected"
+
+
+def prepare_scheduler(context, store: Warehouse, progress: str) -> None:
+    """Before `variance_predictions` (``progress`` 'loaded') or `scheduled_batch` ('observed') takes the
+    warehouse pool: restore the scheduler it needs into the process's cache (``scheduler_cache.prepare``).
+    Best effort: an error here is logged, and the asset's restore inside the pool meets it again and marks the
+    campaign failed with it."""
+    try:
+        with store.session(read_only=True):  # the checks in one connection, closed before any long work
+            config = CampaignConfig.from_dict(store.campaign(context.partition_key)["config"])
+            step = store.progress(config.campaign_id)[progress]
+            if progress == "loaded":
+                phase = observed_phase(store, config, step) if step > 0 else None
+            else:
+                phase = "observed" if step < config.steps else None
+            if phase is None or scheduler_cache.cached(store, config, step, phase):
+                return
+        scheduler_cache.prepare(store, config, step, phase)
+    except Exception as exc:  # the pooled part meets it again and reports it
+        context.log.info(f"scheduler not prepared outside the pool: {type(exc).__name__}: {exc}")
+
+
 def observed_scheduler(
     store: Warehouse, config: CampaignConfig, step: int, rollouts: pd.DataFrame
 ) -> tuple[Any, TaskCatalog, Any]:
     """The scheduler after folding in ``step``'s rollouts: the 'refilled' state when the training step
     ran the rounds (it observed them all), else the state after selection plus `observe(rollouts)`.
     Third: the cross edges before this step's observation (what the warehouse holds), None if unknown."""
-    if store.scheduler_state_manifest(config.campaign_id, step, "refilled") is not None:
+    if observed_phase(store, config, step) == "refilled":
         return (*scheduler_cache.restore(store, config, step, "refilled"), None)
     scheduler, catalog = scheduler_cache.restore(store, config, step, "selected")
     cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it

@@ -130,6 +130,20 @@ def restore(store: Warehouse, config: CampaignConfig, step: int, phase: str) -> 
     return restore_scheduler(store, config, step, phase, catalog=catalog(store, config))
 
 
+def cached(store: Warehouse, config: CampaignConfig, step: int, phase: str) -> bool:
+    """Whether :func:`restore` of ``phase`` of ``step`` would be served from the cache."""
+    entry = _schedulers.get((str(store.path), config.campaign_id))
+    return entry is not None and entry.key == _state_key(store, config, step, phase)
+
+
+def prepare(store: Warehouse, config: CampaignConfig, step: int, phase: str) -> None:
+    """Restore ``phase`` of ``step`` into the cache: what an asset runs, when it is not :func:`cached`, before it
+    takes the warehouse pool, so that a cold build or a history replay (``restore_scheduler``) holds no pool
+    slot and no connection; the asset's own :func:`restore` then finds it."""
+    scheduler, _ = restore_scheduler(store, config, step, phase, catalog=catalog(store, config))
+    keep(store, config, scheduler, step, phase)
+
+
 def keep(store: Warehouse, config: CampaignConfig, scheduler: Any, step: int, phase: str) -> None:
     """Cache ``scheduler`` as the state just committed for ``phase`` of ``step``."""
     _schedulers[(str(store.path), config.campaign_id)] = _Entry(

@@ -341,39 +341,50 @@ def pooled(tmp_path, monkeypatch, prepared_warehouse):
         assert holders() == []  # every slot freed
 
 
-def test_long_work_of_a_step_holds_no_slot_and_each_write_takes_one(pooled, monkeypatch):
-    """Rolling out, observing and selecting run outside the `warehouse` pool; each asset's write holds a slot."""
+def test_rollouts_and_scheduler_restores_hold_no_slot_and_each_asset_writes_in_one(pooled, monkeypatch):
+    """Rolling out and restoring the scheduler (a cold build, a replay) run outside the `warehouse` pool;
+    observing, selecting and every write run in the slot of their asset."""
     from envsched_core import EnvSched
+    from pipelines import scheduler_cache
     from training.engines.simulated import SimulatedEngine
     from warehouse.store import Warehouse
 
     ctx, holders = pooled
     seen = []
 
-    def recording(cls, name: str, what: str):
-        real = getattr(cls, name)
+    def recording(owner, name: str, what: str):
+        real = getattr(owner, name)
 
-        def wrapper(self, *args, **kwargs):
+        def wrapper(*args, **kwargs):
             seen.append((what, holders()))
-            return real(self, *args, **kwargs)
+            return real(*args, **kwargs)
 
-        monkeypatch.setattr(cls, name, wrapper)
+        monkeypatch.setattr(owner, name, wrapper)
 
+    recording(scheduler_cache, "restore_scheduler", "restore")
     recording(SimulatedEngine, "run_step", "rollout and update")
     recording(EnvSched, "observe", "observe")
     recording(EnvSched, "select", "select")
     for name in ("record_checkpoint", "save_observation", "save_batch"):
         recording(Warehouse, name, name)
-    run_campaign(_config("pooled", steps=2), ctx)
-    one_step = [
-        ("select", []),
+    # a cold cache after each step, as in a run of its own under the daemon: every asset restores from the warehouse
+    run_campaign(_config("pooled", steps=2), ctx, on_step=lambda step: scheduler_cache.clear())
+    assert seen == [
+        ("restore", []),
+        ("select", ["scheduled_batch"]),
         ("save_batch", ["scheduled_batch"]),
         ("rollout and update", []),
         ("record_checkpoint", ["training_step"]),
-        ("observe", []),
+        ("observe", ["variance_predictions"]),
+        ("save_observation", ["variance_predictions"]),
+        ("select", ["scheduled_batch"]),
+        ("save_batch", ["scheduled_batch"]),
+        ("rollout and update", []),
+        ("record_checkpoint", ["training_step"]),
+        ("restore", []),
+        ("observe", ["variance_predictions"]),
         ("save_observation", ["variance_predictions"]),
     ]
-    assert seen == one_step * 2
 
 
 def test_continuing_campaign_replays_its_history_holding_no_slot_and_no_lock(pooled, monkeypatch):

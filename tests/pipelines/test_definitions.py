@@ -49,7 +49,7 @@ def test_definitions_sensor_requests_nothing_on_an_empty_landing_folder(home):
 
 def test_definitions_put_warehouse_writers_in_one_pool():
     graph = defs.resolve_asset_graph()
-    # the assets with long work (rollouts, observing, a history replay) take a slot only for their writes
+    # the assets with long work (rollouts; a cold restore, a history replay) take a slot after it
     slot_takers = {"training_step", "variance_predictions", "scheduled_batch"}
     writers = {k.to_user_string() for k in graph.get_all_asset_keys()} - slot_takers
     for key in writers:
