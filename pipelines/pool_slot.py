@@ -5,9 +5,9 @@
 continuing campaign's first batch, a pool changed by a catalogue refresh). Holding the single-slot
 `warehouse` pool all that time would stop every other campaign's ingestion and planning. So these assets
 are outside the pool and take a slot only after that work (training_step: around its writes; the other
-two: for the rest of the asset, with the scheduler prepared in the process's cache), through the same instance
-concurrency bookkeeping Dagster's executor uses (so the UI shows the slot as held by the step, and a
-killed process's slot is freed like any other: see `pipelines/crash_safety.py`).
+two: for the rest of the asset, with the scheduler prepared in the process's cache), through the same
+instance concurrency bookkeeping Dagster's executor uses (so the UI shows the slot as held by the step,
+and a killed process's slot is freed like any other: see `pipelines/crash_safety.py`).
 """
 
 from __future__ import annotations

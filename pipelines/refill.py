@@ -8,7 +8,8 @@ scheduler state after the last round as phase 'refilled', in one transaction; ev
 round is in the landing file, so it is ingested and counted as spent. `variance_predictions` then
 continues from the 'refilled' state (it has observed every round) instead of observing again.
 Other schedulers run one round, as before. `observed_scheduler` and `cross_edge_update` give
-`variance_predictions` the scheduler after a step and the cross-edge rows its re-rank changed.
+`variance_predictions` the scheduler after a step and the cross-edge rows its re-rank changed;
+`prepare_scheduler` restores the scheduler an asset needs before it takes the warehouse pool.
 """
 
 from __future__ import annotations
