@@ -74,8 +74,8 @@ def campaign_tasks(store: Warehouse, config: CampaignConfig) -> pd.DataFrame:
 def with_retired_batch_tasks(
     store: Warehouse, config: CampaignConfig, pool: pd.DataFrame, step: int
 ) -> pd.DataFrame:
-    """``pool`` plus the tasks of ``step``'s batch retired by a refresh since it was scheduled: a saved batch is
-    rolled out as it is (their rows stay in ``tasks``, inactive); the scheduler drops them from then on."""
+    """``pool`` plus the tasks of ``step``'s batch retired by a refresh since it was scheduled: a saved batch
+    is rolled out as it is (their rows stay in ``tasks``, inactive); the scheduler drops them from then on."""
     batch = store.batch(config.campaign_id, step)["task_id"]
     retired = sorted(set(batch) - set(pool["task_id"]))
     if not retired:

@@ -100,7 +100,7 @@ def observed_scheduler(
         return (*scheduler_cache.restore(store, config, step, "refilled"), None)
     scheduler, catalog = scheduler_cache.restore(store, config, step, "selected")
     cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it
-    # The stored cross edges are the last observed state's: on another pool (a refresh since), replace them all.
+    # The stored cross edges are the last observed state's: on another pool (a refresh since), replace all.
     if store.scheduler_state_field(config.campaign_id, step - 1, "observed", "catalog_digest") not in (
         None,
         catalog.digest,

@@ -137,9 +137,9 @@ def cached(store: Warehouse, config: CampaignConfig, step: int, phase: str) -> b
 
 
 def prepare(store: Warehouse, config: CampaignConfig, step: int, phase: str) -> None:
-    """Restore ``phase`` of ``step`` into the cache: what an asset runs, when it is not :func:`cached`, before it
-    takes the warehouse pool, so that a cold build or a history replay (``restore_scheduler``) holds no pool
-    slot and no connection; the asset's own :func:`restore` then finds it."""
+    """Restore ``phase`` of ``step`` into the cache: what an asset runs, when it is not :func:`cached`, before
+    it takes the warehouse pool, so that a cold build or a history replay (``restore_scheduler``) holds no
+    pool slot and no connection; the asset's own :func:`restore` then finds it."""
     scheduler, _ = restore_scheduler(store, config, step, phase, catalog=catalog(store, config))
     keep(store, config, scheduler, step, phase)
 
