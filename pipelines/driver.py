@@ -159,7 +159,9 @@ def ingest_pending(
             status = ctx.store.campaign(request.partition_key)
             if status["status"] == "failed":
                 raise CampaignFailed(status["status_reason"] or str(exc)) from None
-            if request.tags.get(STEP_TAG) == str(ctx.store.progress(request.partition_key)["scheduled"]):
+            progress = ctx.store.progress(request.partition_key)
+            waiting = progress["loaded"] < progress["scheduled"]  # a completed campaign waits for no step
+            if waiting and request.tags.get(STEP_TAG) == str(progress["scheduled"]):
                 raise  # the step the campaign waits for failed (a crash, a lock): not a stray file to skip
             ctx.notify(f"skipped: {exc}")
     return len(requests), result.cursor

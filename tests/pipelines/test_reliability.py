@@ -108,6 +108,20 @@ def test_campaign_late_conflicting_redelivery_keeps_history_and_completes_identi
         assert len(got) and got.equals(want)
 
 
+def test_conflicting_redelivery_of_a_completed_campaigns_last_step_is_quarantined_and_skipped(driver):
+    run_campaign(_config("done", steps=2), driver)
+    before = driver.store.rollouts("done")
+    rows = driver.store.rollouts("done", 2).drop(columns=["source_file"])
+    landing_module.write_step_file(
+        Paths.from_env().landing, rows.assign(reward=1.0 - rows["reward"]), "done", 2
+    )
+    runs, _ = ingest_pending(driver, None)  # a sensor tick over every campaign, as the daemon runs it
+    assert runs == 1 and driver.store.campaign("done")["status"] == "completed"
+    reason = driver.store.scalar("SELECT reason FROM ingested_files WHERE status = 'quarantined'")
+    assert "conflicting re-delivery of step 2" in reason
+    assert driver.store.rollouts("done").equals(before)
+
+
 def _corrupt(path):
     path.write_bytes(path.read_bytes()[:100])
 
