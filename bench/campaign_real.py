@@ -52,13 +52,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.overrides import key_value, parse_variant
+from bench.overrides import key_value, parse_variant, without_refilling
 from environments.frames import catalog_frames
 from environments.registry import get_source
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
 from envsched_core import metrics as M
 from envsched_core.dynamic_sampling import RewardFeed, rollout_rounds
-from envsched_core.schedulers import SCHEDULERS, refilling_schedulers, scheduler_config, scheduler_spec
+from envsched_core.schedulers import SCHEDULERS, scheduler_config, scheduler_spec
 from pipelines.campaign import heldout_by_hash
 from training.engines.skill import SkillEngine, landing_rows
 
@@ -420,13 +420,7 @@ def main() -> None:
             f"--observe-lag={args.observe_lag} and --sync-warmup={args.sync_warmup} must be >= 0"
         )
     lag = (args.observe_lag, args.sync_warmup)
-    if args.observe_lag:
-        refilling = refilling_schedulers(schedulers)
-        schedulers = [n for n in schedulers if n not in refilling]
-        if refilling:
-            print(
-                f"--observe-lag {args.observe_lag}: left out {refilling} (they refill after reading rewards)"
-            )
+    schedulers = without_refilling(schedulers, args.observe_lag)
     options = {**REGIMES[args.regime], **dict(key_value(item) for item in args.option)}
     envsched_config = dict(key_value(item) for item in args.envsched_set)
     args.out.mkdir(parents=True, exist_ok=True)

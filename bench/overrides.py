@@ -1,4 +1,5 @@
-"""Command-line config overrides shared by the bench scripts: ``key=value`` and ``LABEL:field=value[,...]``.
+"""Command-line config overrides shared by the bench scripts: ``key=value`` and ``LABEL:field=value[,...]``,
+and the schedulers a run with late rewards (``--observe-lag``) leaves out.
 
 Values are JSON (``true``, ``0.5``, ``"variance"``). A variant's label is everything before the ':' that
 precedes its first '=', so a label may itself hold ':' (the suite's ``es:...`` rows).
@@ -7,6 +8,8 @@ precedes its first '=', so a label may itself hold ':' (the suite's ``es:...`` r
 from __future__ import annotations
 
 import json
+
+from envsched_core.schedulers import refilling_schedulers
 
 
 def key_value(item: str) -> tuple[str, object]:
@@ -30,3 +33,12 @@ def parse_variant(item: str, taken) -> tuple[str, dict]:
     if label in taken:
         raise SystemExit(f"--variant {item!r}: {label!r} is already a scheduler name")
     return label, dict(key_value(part) for part in item[len(label) + 1 :].split(",") if part)
+
+
+def without_refilling(names: list[str], observe_lag: int) -> list[str]:
+    """``names`` less DAPO and GRESO when rewards arrive ``observe_lag`` > 0 steps late: they refill a step
+    after reading its rewards, which a lagging trainer cannot give them. Says what it left out."""
+    refilling = refilling_schedulers(names) if observe_lag else []
+    if refilling:
+        print(f"--observe-lag {observe_lag}: left out {refilling} (they refill after reading rewards)")
+    return [n for n in names if n not in refilling]

@@ -46,8 +46,9 @@ import pandas as pd
 from scipy import stats as scipy_stats
 from threadpoolctl import threadpool_limits
 
+from bench.overrides import without_refilling
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.schedulers import SCHEDULERS, refilling_schedulers
+from envsched_core.schedulers import SCHEDULERS
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
 from envsched_core.worlds import ALL_REGIMES, REGIMES, STRESS_REGIMES, Regime
 
@@ -312,13 +313,7 @@ def run_suite() -> None:
         names = ["random", *names]
     if args.observe_lag < 0 or args.sync_warmup < 0:
         parser.error(f"--observe-lag={args.observe_lag} and --sync-warmup={args.sync_warmup} must be >= 0")
-    if args.observe_lag:
-        refilling = refilling_schedulers(names)
-        names = [n for n in names if n not in refilling]
-        if refilling:
-            print(
-                f"--observe-lag {args.observe_lag}: left out {refilling} (they refill after reading rewards)"
-            )
+    names = without_refilling(names, args.observe_lag)
     seeds = (
         [int(s) for s in args.world_seeds.split(",")]
         if args.world_seeds
