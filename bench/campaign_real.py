@@ -310,11 +310,14 @@ def plot(all_runs: dict[str, dict[str, dict[int, pd.DataFrame]]], path: Path) ->
     fig.savefig(path, dpi=110)
 
 
+def lag_suffix(lag: tuple[int, int]) -> str:
+    """What names a run's files apart when its rewards arrive late; ``lag`` is (--observe-lag, --sync-warmup)."""
+    return f"-lag{lag[0]}" + (f"-sync{lag[1]}" if lag[1] else "") if lag[0] else ""
+
+
 def run_csv(out: Path, name: str, sched: str, seed: int, lag: tuple[int, int] = (0, 0)) -> Path:
-    """Where one campaign's per-step metrics go (campaigns with delayed rewards apart); ``lag`` is
-    (--observe-lag, --sync-warmup)."""
-    suffix = f"-lag{lag[0]}" + (f"-sync{lag[1]}" if lag[1] else "") if lag[0] else ""
-    return out / f"campaign_real-{name}-{sched}-seed{seed}{suffix}.csv"
+    """Where one campaign's per-step metrics go (campaigns with delayed rewards apart)."""
+    return out / f"campaign_real-{name}-{sched}-seed{seed}{lag_suffix(lag)}.csv"
 
 
 def read_runs(
@@ -492,12 +495,10 @@ def main() -> None:
         text = tables(name, runs, target_step, show_steps)
         print(text, flush=True)
         report.append(text)
-    png = args.out / "campaign_real.png"
+    png, txt = (args.out / f"campaign_real{lag_suffix(lag)}{ext}" for ext in (".png", ".txt"))
     plot(all_runs, png)
-    (args.out / "campaign_real.txt").write_text("\n".join(report))
-    print(
-        f"plot: {png}; tables: {args.out / 'campaign_real.txt'}; total {time.perf_counter() - started:.0f}s"
-    )
+    txt.write_text("\n".join(report))
+    print(f"plot: {png}; tables: {txt}; total {time.perf_counter() - started:.0f}s")
 
 
 if __name__ == "__main__":
