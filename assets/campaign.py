@@ -141,7 +141,10 @@ def _observe(context, store, mlflow: MLflowResource, cfg, step: int) -> dg.Mater
         else None
     )
     cross, cross_removed = cross_edge_update(store, campaign_id, catalog, cross_before, scheduler)
-    metrics = batch_metrics(store.batch(campaign_id, step), step_rollouts, catalog)
+    pool = set(catalog.task_ids)  # a task retired since its batch was scheduled was not rolled out
+    batch = store.batch(campaign_id, step)
+    trained = step_rollouts[step_rollouts["task_id"].isin(pool)]
+    metrics = batch_metrics(batch[batch["task_id"].isin(pool)], trained, catalog)
     version = f"{campaign_id}-step{step}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
     rows = store.save_observation(
         campaign_id,

@@ -7,7 +7,7 @@ from assets.campaign import campaigns
 from assets.catalog import WAREHOUSE_POOL
 from assets.observability import progress_text
 from pipelines import scheduler_cache
-from pipelines.campaign import campaign_heldout_tasks, with_retired_batch_tasks
+from pipelines.campaign import campaign_heldout_tasks
 from pipelines.campaign_status import campaign_status, load_campaign, tag_run
 from pipelines.mlflow_resource import MLflowResource
 from pipelines.pool_slot import pool_slot
@@ -74,7 +74,7 @@ def _train(context, store, home, mlflow, cfg, step: int, landing) -> dg.Material
     campaign_id = cfg.campaign_id
     engine = make_engine(
         cfg.engine,
-        with_retired_batch_tasks(store, cfg, scheduler_cache.tasks(store, cfg), step),
+        scheduler_cache.tasks(store, cfg),
         cfg.group_size,
         cfg.seed,
         cfg.engine_options,

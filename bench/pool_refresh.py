@@ -4,8 +4,9 @@
     PYTHONPATH=. .venv/bin/python bench/pool_refresh.py --home H/20000
 
 A campaign (EnvSched, simulated engine, B = 256, G = 8) starts on the synthetic pool minus a share of its tasks
-held back. After `--before` steps, with the next batch already scheduled, a refresh retires as many tasks (half
-of them from that batch) and brings the held-back ones back. `--after` more steps follow. The step after the
+held back. After `--before` steps, with the next batch already scheduled and rolled out (the driver trains it
+before it reports the step), a refresh retires as many tasks (half of them from that batch) and brings the
+held-back ones back. `--after` more steps follow. The step after the
 refresh rebuilds the scheduler over the new pool from the campaign's history (`restore_scheduler`), before its
 assets take the warehouse pool. Printed: wall seconds of each step, and the Dagster step seconds of each asset
 in a step before the refresh and in the step that rebuilt the scheduler.

@@ -71,23 +71,6 @@ def campaign_tasks(store: Warehouse, config: CampaignConfig) -> pd.DataFrame:
     return frame
 
 
-def with_retired_batch_tasks(
-    store: Warehouse, config: CampaignConfig, pool: pd.DataFrame, step: int
-) -> pd.DataFrame:
-    """``pool`` plus the tasks of ``step``'s batch retired by a refresh since it was scheduled: a saved batch
-    is rolled out as it is (their rows stay in ``tasks``, inactive); the scheduler drops them from then on."""
-    batch = store.batch(config.campaign_id, step)["task_id"]
-    retired = sorted(set(batch) - set(pool["task_id"]))
-    if not retired:
-        return pool
-    rows = store.query(
-        "SELECT task_id, env_id, source, split, text, tools, tool_effects, state_fields, turns, gold_calls, "
-        "verifier FROM tasks WHERE list_contains(?, task_id) ORDER BY task_id",
-        [retired],
-    )
-    return pd.concat([pool, rows], ignore_index=True)
-
-
 def campaign_catalog(store: Warehouse, config: CampaignConfig) -> TaskCatalog:
     return TaskCatalog.from_frame(campaign_tasks(store, config))
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from envsched_core import TaskCatalog
@@ -41,26 +42,62 @@ def roll_out_and_train(
     asks for) and update the policy once. Returns every round's batch rows, the landing rows and the
     step metrics (with ``rollout/refill_rounds`` for dynamic sampling)."""
     batch = store.batch(config.campaign_id, step, first_round=True)
+    in_pool = batch["task_id"].isin(set(scheduler_cache.catalog(store, config).task_ids))
+    live, retired = batch[in_pool].reset_index(drop=True), batch[~in_pool]
+    if live.empty:  # every task of the batch retired by a refresh since it was scheduled: nothing to train
+        return (
+            batch,
+            retired_rows(retired, step, config.group_size),
+            {"rollout/retired_tasks": float(len(batch))},
+        )
     if not uses_dynamic_sampling(scheduler_spec(config.scheduler).cls):
-        rows, metrics = engine.run_step(batch, step)
-        return batch, rows, metrics
-    scheduler, catalog = scheduler_cache.restore(store, config, step, "selected")
+        rows, metrics = engine.run_step(live, step)
+        return batch, *_with_retired(rows, metrics, retired, step, config.group_size)
+    scheduler, _ = scheduler_cache.restore(store, config, step, "selected")
     next_round = scheduler_refill(scheduler, step)
     rounds: list[pd.DataFrame] = []
-    pool = set(catalog.task_ids)
 
     def refill(rows: pd.DataFrame) -> pd.DataFrame:
-        extra = next_round(rows[rows["task_id"].isin(pool)])  # a task retired since scheduling: unseen
+        extra = next_round(rows)
         if not extra.empty:
             rounds.append(extra)
         return extra
 
-    rows, metrics = engine.run_step(batch, step, refill=refill)
+    rows, metrics = engine.run_step(live, step, refill=refill)
     with writing():  # the training step holds the warehouse pool only for its writes
         store.save_refill(config.campaign_id, step, rounds, dump_state(scheduler))
         scheduler_cache.keep(store, config, scheduler, step, "refilled")
     metrics["rollout/refill_rounds"] = float(len(rounds))
-    return pd.concat([batch, *rounds], ignore_index=True), rows, metrics
+    return pd.concat([batch, *rounds], ignore_index=True), *_with_retired(
+        rows, metrics, retired, step, config.group_size
+    )
+
+
+def retired_rows(retired: pd.DataFrame, step: int, group_size: int) -> pd.DataFrame:
+    """G landing rows for each task retired by a catalogue refresh after its batch was scheduled. It is not
+    rolled out (it may be broken, or gone from its source): status 'error', reward 0. The landing contract
+    wants every task of the batch; the scheduler and the statistics read only tasks of the pool."""
+    ids = np.repeat(retired["task_id"].to_numpy(dtype=object), group_size)
+    return pd.DataFrame(
+        {
+            "step": step,
+            "task_id": ids,
+            "rollout_idx": np.tile(np.arange(group_size), len(retired)),
+            "reward": 0.0,
+            "n_turns": 0,
+            "n_tool_calls": 0,
+            "tools_used": [[] for _ in ids],
+            "status": "error",
+            "error": "retired by a catalogue refresh after its batch was scheduled; not rolled out",
+        }
+    )
+
+
+def _with_retired(rows, metrics, retired: pd.DataFrame, step: int, group_size: int):
+    if retired.empty:
+        return rows, metrics
+    metrics["rollout/retired_tasks"] = float(len(retired))
+    return pd.concat([rows, retired_rows(retired, step, group_size)], ignore_index=True), metrics
 
 
 def observed_phase(store: Warehouse, config: CampaignConfig, step: int) -> str:

@@ -32,28 +32,47 @@ def _set_active(store, task_ids, active: bool) -> None:
 
 
 @pytest.mark.parametrize("scheduler", ["envsched", "dps", "greso"])
-def test_campaign_carries_on_over_a_refreshed_pool(driver, scheduler):
+def test_campaign_carries_on_over_a_refreshed_pool(driver, scheduler, monkeypatch):
+    from warehouse.store import Warehouse
+
     store, config = driver.store, _config(scheduler)
-    added = set(campaign_tasks(store, config)["task_id"].iloc[-6:])  # not in the pool until step 1 is done
+    # 6 tasks join the pool once step 2 is scheduled
+    added = set(campaign_tasks(store, config)["task_id"].iloc[-6:])
     _set_active(store, added, False)
-    retired: set[str] = set()
+    unrolled: set[str] = set()  # retired between step 2's scheduling and its training
+    landed_then_retired: set[str] = set()  # retired after step 2 was rolled out, before it was ingested
+    save_batch = Warehouse.save_batch
 
-    def refresh(step: int) -> None:  # after step 1 is observed; step 2's batch is already scheduled
-        if step != 1:
-            return
-        in_flight = store.batch(config.campaign_id, 2)["task_id"]
-        seen_only = set(store.batch(config.campaign_id, 1)["task_id"]) - set(in_flight)
-        retired.update(list(in_flight[:2]) + sorted(seen_only)[:2])
-        _set_active(store, retired, False)
-        _set_active(store, added, True)
+    def refresh_after_scheduling(self, campaign_id, step, batch, state):
+        saved = save_batch(self, campaign_id, step, batch, state)
+        if step == 2 and not unrolled:
+            unrolled.update(batch["task_id"].iloc[:2])
+            _set_active(store, unrolled, False)
+            _set_active(store, added, True)
+        return saved
 
-    run_campaign(config, driver, on_step=refresh)
+    def refresh_after_training(step: int) -> None:  # step 1 observed, step 2 scheduled and trained
+        if step == 1:
+            in_flight = store.batch(config.campaign_id, 2)["task_id"]
+            seen_only = sorted(set(store.batch(config.campaign_id, 1)["task_id"]) - set(in_flight))
+            landed_then_retired.update([*in_flight[2:4], *seen_only[:2]])
+            _set_active(store, landed_then_retired, False)
 
+    monkeypatch.setattr(Warehouse, "save_batch", refresh_after_scheduling)
+    run_campaign(config, driver, on_step=refresh_after_training)
+
+    retired = unrolled | landed_then_retired
     assert store.campaign(config.campaign_id)["status"] == "completed"
-    assert len(retired) == 4
-    # The in-flight batch was rolled out whole (the landing contract); later batches never pick a retired task.
-    rolled = store.rollouts(config.campaign_id, 2).groupby("task_id").size()
-    assert set(store.batch(config.campaign_id, 2)["task_id"]) == set(rolled.index) and (rolled == 4).all()
+    assert len(unrolled) == 2 and len(retired) == 6
+    # Step 2's batch keeps its rows (the landing contract), but the tasks retired before its training were not
+    # rolled out; later batches never pick a retired task.
+    landed = store.rollouts(config.campaign_id, 2)
+    first_round = store.batch(config.campaign_id, 2, first_round=True)["task_id"]
+    assert set(landed["task_id"]) >= set(first_round) and (landed.groupby("task_id").size() == 4).all()
+    skipped = landed[landed["status"] == "error"]
+    assert set(skipped["task_id"]) == unrolled and len(skipped) == 2 * 4
+    assert (skipped["reward"] == 0).all() and skipped["error"].str.contains("retired by a catalogue").all()
+    assert (landed.loc[~landed["task_id"].isin(unrolled), "status"] == "ok").all()
     later = pd.concat([store.batch(config.campaign_id, s) for s in range(3, STEPS + 1)])
     assert not set(later["task_id"]) & retired
     assert not set(store.task_stats(config.campaign_id)["task_id"]) & retired
