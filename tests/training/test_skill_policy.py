@@ -264,3 +264,23 @@ def test_skill_engine_step_with_refill_trains_once_on_every_round(world):
     want = by_hand.train(groups, 8)
     assert metrics["train/trained_groups"] == want["train/trained_groups"]
     np.testing.assert_array_equal(engine.policy.theta, by_hand.policy.theta)
+
+
+def test_skill_policy_checkpoint_of_other_sources_loads_by_parameter_name(world):
+    # the sources changed since the checkpoint: tau-bench retail added its tools and environment
+    wider = built_worker(SkillWorkerSpec(sources=(BFCL, "tau_bench_retail"))).world
+    config = SkillConfig()
+    trained = SkillPolicy(world, config, world.initial_theta(config, 0, _task_ids(world)[:20]))
+    trained.theta += np.linspace(0.1, 1.0, world.n_params)  # stands for training
+    trained.velocity[:] = 0.5
+    fresh = SkillPolicy(wider, config, wider.initial_theta(config, 0, _task_ids(world)[:20]))
+    start = fresh.theta.copy()
+    fresh.load_state_dict(trained.state_dict())
+    old = dict(zip(world.parameter_names(), trained.theta, strict=True))
+    names = wider.parameter_names()
+    assert set(old) < set(names) and any(n.startswith("env:") and n not in old for n in names)
+    for name, value, initial, momentum in zip(names, fresh.theta, start, fresh.velocity, strict=True):
+        assert value == old.get(name, initial) and momentum == (0.5 if name in old else 0.0), name
+    other_config = SkillPolicy(wider, SkillConfig(call_sd=2.0), start)
+    with pytest.raises(ValueError, match="different task world .* or policy config"):
+        other_config.load_state_dict(trained.state_dict())

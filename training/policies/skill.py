@@ -300,8 +300,18 @@ class SkillWorld:
         theta[0] = 0.5 * (lo + hi)
         return theta
 
+    def parameter_names(self) -> list[str]:
+        """What each entry of theta is: ``bias``, ``tool:``, ``effect:``, ``env:`` + name, ``position:`` + k."""
+        return [
+            "bias",
+            *(f"tool:{n}" for n in self.tools),
+            *(f"effect:{n}" for n in self.effects),
+            *(f"env:{n}" for n in self.envs),
+            *(f"position:{k}" for k in range(self.n_positions)),
+        ]
+
     def fingerprint(self) -> str:
-        """Hash of the parameter layout; a checkpoint only loads into a world with the same one."""
+        """Hash of the parameter layout; a checkpoint loads as it is only into a world with the same one."""
         layout = [self.tools, self.effects, self.envs, self.n_positions, self.call_sd]
         return hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:16]
 
@@ -639,13 +649,25 @@ class SkillPolicy:
             "velocity": self.velocity.copy(),
             "config": asdict(self.config),
             "fingerprint": self.world.fingerprint(),
+            "names": self.world.parameter_names(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["fingerprint"] != self.world.fingerprint():
+        """Exactly, into the same world; into a world whose sources changed since (a catalogue refresh added
+        or removed tools or environments), by parameter name: what the checkpoint knew keeps its trained
+        value and momentum, the rest keeps this policy's initial value and no momentum."""
+        theta = np.asarray(state["theta"], dtype=np.float64)
+        velocity = np.asarray(state["velocity"], dtype=np.float64)
+        if state["fingerprint"] == self.world.fingerprint():
+            self.theta, self.velocity = theta.copy(), velocity.copy()
+            return
+        if "names" not in state or state["config"] != asdict(self.config):
             raise ValueError(
-                "checkpoint was written for a different task world (tools / environments / positions); "
-                "load it with the sources it was trained on"
+                "checkpoint was written for a different task world (tools / environments / positions) or "
+                "policy config; load it with the sources and config it was trained with"
             )
-        self.theta = np.asarray(state["theta"], dtype=np.float64).copy()
-        self.velocity = np.asarray(state["velocity"], dtype=np.float64).copy()
+        saved = {name: i for i, name in enumerate(state["names"])}
+        self.velocity = np.zeros_like(self.theta)
+        for i, name in enumerate(self.world.parameter_names()):
+            if name in saved:
+                self.theta[i], self.velocity[i] = theta[saved[name]], velocity[saved[name]]
