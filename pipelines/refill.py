@@ -39,8 +39,9 @@ def roll_out_and_train(
     writing: Callable[[], AbstractContextManager] = nullcontext,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Roll out the scheduled batch of ``step`` (and, for DAPO / GRESO, the refill rounds its rule
-    asks for) and update the policy once. Returns every round's batch rows, the landing rows and the
-    step metrics (with ``rollout/refill_rounds`` for dynamic sampling)."""
+    asks for) and update the policy once; tasks of the batch retired by a catalogue refresh since it was
+    scheduled are not rolled out (``retired_rows``). Returns every round's batch rows, the landing rows and
+    the step metrics (with ``rollout/refill_rounds`` for dynamic sampling)."""
     batch = store.batch(config.campaign_id, step, first_round=True)
     in_pool = batch["task_id"].isin(set(scheduler_cache.catalog(store, config).task_ids))
     live, retired = batch[in_pool].reset_index(drop=True), batch[~in_pool]
