@@ -12,12 +12,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 ENGINES = ("simulated", "skill", "hf", "vllm")
 Refill = Callable[[pd.DataFrame], pd.DataFrame]
 """Dynamic sampling: called with the landing rows of each round, returns the next round's tasks
 (task_id, env_id, role), an empty frame when the step is complete."""
+
+
+def by_name(names, saved_names, saved_values, default) -> np.ndarray:
+    """One value per entry of ``names``: the saved value of the same name, else ``default`` (an array over
+    ``names``). How a checkpoint written over other parameters (a pool or sources changed since) loads."""
+    out = np.array(default, dtype=np.float64, copy=True)
+    position = pd.Index(saved_names).get_indexer(list(names))
+    known = position >= 0
+    out[known] = np.asarray(saved_values, dtype=np.float64)[position[known]]
+    return out
 
 
 class RolloutEngine(ABC):

@@ -25,7 +25,7 @@ import pandas as pd
 
 from envsched_core.dynamic_sampling import rollout_rounds
 from envsched_core.simulator import SimConfig, Simulator
-from training.engines.base import Refill, RolloutEngine
+from training.engines.base import Refill, RolloutEngine, by_name
 
 _MAX_TYPES = 4
 
@@ -118,10 +118,7 @@ class CatalogSimulator(Simulator):
     def carry_over(self, skills: np.ndarray, learned: np.ndarray) -> None:
         """Start from a policy trained on another pool: each skill it had keeps what it learned, by name; the
         rest (environments, tool types, tasks added since) start where a fresh policy does."""
-        position = pd.Index(skills).get_indexer(self.skill_names)
-        known = position >= 0
-        self.theta = self._theta0.copy()
-        self.theta[known] += np.asarray(learned, dtype=float)[position[known]]
+        self.theta = self._theta0 + by_name(self.skill_names, skills, learned, np.zeros_like(self._theta0))
 
 
 class SimulatedEngine(RolloutEngine):

@@ -89,6 +89,7 @@ import numpy as np
 
 from environments.base import CallRecord, Environment, Task, ToolCall, ToolSpec, Trajectory, TurnRecord
 from training.advantages import SCALES, group_advantages
+from training.engines.base import by_name
 from training.policies.graded_reward import REWARDS, graded_reward
 from training.tasks import TaskResolver
 
@@ -666,8 +667,6 @@ class SkillPolicy:
                 "checkpoint was written for a different task world (tools / environments / positions) or "
                 "policy config; load it with the sources and config it was trained with"
             )
-        saved = {name: i for i, name in enumerate(state["names"])}
-        self.velocity = np.zeros_like(self.theta)
-        for i, name in enumerate(self.world.parameter_names()):
-            if name in saved:
-                self.theta[i], self.velocity[i] = theta[saved[name]], velocity[saved[name]]
+        names = self.world.parameter_names()
+        self.theta = by_name(names, state["names"], theta, self.theta)
+        self.velocity = by_name(names, state["names"], velocity, np.zeros_like(self.theta))
