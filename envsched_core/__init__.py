@@ -14,11 +14,13 @@ from .graph import build_cross_edges, build_within_edges, cross_signature, signa
 from .metrics import batch_metrics
 from .predictor import VariancePredictor
 from .scheduler import EnvSched
+from .state_fit import StateMismatch
 from .stats import TaskStats
 
 __all__ = [
     "EnvSched",
     "SchedulerConfig",
+    "StateMismatch",
     "TaskCatalog",
     "TaskStats",
     "VariancePredictor",

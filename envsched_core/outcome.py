@@ -46,6 +46,7 @@ from scipy.optimize import minimize
 
 from .catalog import TaskCatalog
 from .config import SchedulerConfig
+from .state_fit import StateMismatch
 
 # Gauss-Hermite (probabilists') nodes and weights for E over z ~ N(mean, sd^2), 5 points, in float32.
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
@@ -472,12 +473,17 @@ class OutcomeModel:
             "first_visits": self.first_visits.copy(),
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def check_state(self, state: dict) -> None:
+        """Raise StateMismatch unless ``state`` is over these tasks and these features (a catalogue
+        re-embedded at another dimension, or with tools or environments added, has other features)."""
         if len(state["m"]) != len(self.m) or len(state["w"]) != len(self.w):
-            raise ValueError(
+            raise StateMismatch(
                 f"OutcomeModel: state has {len(state['m'])} tasks / {len(state['w'])} weights, "
                 f"this catalogue {len(self.m)} / {len(self.w)}."
             )
+
+    def load_state_dict(self, state: dict) -> None:
+        self.check_state(state)
         for key in ("w", "m", "P", "last_step", "disp_num", "disp_den"):
             setattr(self, key, np.array(state[key], copy=True))
         # states saved before disp_groups existed: count every group as one (the old prior's unit)

@@ -49,6 +49,7 @@ from .learnability import TaskLearnability
 from .outcome import OutcomeModel
 from .predictor import VariancePredictor
 from .progress import LearningProgress
+from .state_fit import StateMismatch, check_catalog
 from .stats import CORRECT_REWARD, TaskStats, group_outcomes, validate_rollouts
 
 STATE_VERSION = 2
@@ -595,23 +596,20 @@ class EnvSched:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a state saved by ``state_dict``. One that does not fit (another release, catalogue, config
+        or feature set) raises StateMismatch before anything is restored."""
         if state.get("version") != STATE_VERSION:
-            raise ValueError(f"EnvSched: state version {state.get('version')!r}, expected {STATE_VERSION}.")
-        if state["n_tasks"] != len(self.catalog):
-            raise ValueError(
-                f"EnvSched: state is for {state['n_tasks']} tasks, this catalogue has "
-                f"{len(self.catalog)}; load it into a scheduler over the same catalogue."
+            raise StateMismatch(
+                f"EnvSched: state version {state.get('version')!r}, expected {STATE_VERSION}."
             )
-        if state.get("catalog_digest", self.catalog.digest) != self.catalog.digest:  # absent: saved before it
-            raise ValueError(
-                "EnvSched: state is for another catalogue (same size, other task ids or order); "
-                "warm_start from its rollouts instead."
-            )
+        check_catalog("EnvSched", state, len(self.catalog), self.catalog.digest)
         # A field added after the state was saved ran at its default then.
         saved = {**SchedulerConfig().to_dict(), **_renamed_fields(state["config"])}
         if saved != self.cfg.to_dict():
             changed = sorted(k for k, v in saved.items() if self.cfg.to_dict().get(k) != v)
-            raise ValueError(f"EnvSched: state was saved under a different config (fields {changed}).")
+            raise StateMismatch(f"EnvSched: state was saved under a different config (fields {changed}).")
+        if self.outcome is not None:
+            self.outcome.check_state(state["outcome"])
         self.stats.load_state_dict(state["stats"])
         self.predictor.load_state_dict(state["predictor"])
         if self.outcome is not None:

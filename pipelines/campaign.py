@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 
 import numpy as np
 import pandas as pd
 
 from campaign import warm_start
 from campaign.config import CampaignConfig
-from envsched_core import EnvSched, TaskCatalog
+from envsched_core import EnvSched, StateMismatch, TaskCatalog
 from envsched_core.schedulers import Scheduler, graph_overrides, scheduler_spec
 from warehouse.store import SchedulerState, Warehouse
 
@@ -20,6 +21,9 @@ __all__ = [
     "campaign_tasks",
     "restore_scheduler",
 ]
+
+# A rebuild is worth a line on the terminal (the CLI prints this logger) and in the run's log.
+log = logging.getLogger("envsched.progress")
 
 
 def heldout_by_hash(task_ids: pd.Series, fraction: float) -> np.ndarray:
@@ -124,7 +128,7 @@ def _warm_envsched(
     ):
         try:
             scheduler.load_state_dict(state)
-        except ValueError:  # another catalogue or config (checked before anything is restored)
+        except StateMismatch:  # another catalogue, config or release (checked before anything is restored)
             pass
         else:
             scheduler.start_next_campaign()
@@ -146,9 +150,9 @@ def restore_scheduler(
     store: Warehouse, config: CampaignConfig, step: int, phase: str, catalog: TaskCatalog | None = None
 ) -> tuple[Scheduler, TaskCatalog]:
     """The scheduler exactly as it was after ``phase`` of ``step`` (step 0: freshly built, warm-started
-    when the campaign continues another). When the pool changed since that state was saved
-    (``refresh_catalog`` retired or added tasks), the scheduler is rebuilt over the current pool from the
-    campaign's history instead (``rebuilt_on_pool``)."""
+    when the campaign continues another). When the saved state does not fit (``StateMismatch``: the pool
+    changed since, as after a ``refresh_catalog`` that retired or added tasks, or another release or feature
+    set saved it), the scheduler is rebuilt from the campaign's history instead (``rebuilt_from_history``)."""
     if step == 0:
         return build_scheduler(store, config, warm=True, catalog=catalog)
     scheduler, catalog = build_scheduler(store, config, catalog=catalog)
@@ -157,15 +161,19 @@ def restore_scheduler(
         raise RuntimeError(
             f"campaign '{config.campaign_id}': no saved scheduler state for step {step} ({phase})"
         )
-    if state["n_tasks"] == len(catalog) and state.get("catalog_digest", catalog.digest) == catalog.digest:
-        scheduler.load_state_dict(state)  # (absent digest: saved before states carried one)
+    try:
+        scheduler.load_state_dict(state)
         return scheduler, catalog
+    except StateMismatch as exc:  # raised before anything was restored: the scheduler is still fresh
+        log.warning(
+            f"campaign '{config.campaign_id}', step {step} ({phase}): {exc} Rebuilt from its history."
+        )
     observed = step - 1 if phase == "selected" else step  # 'refilled' has observed its step's rounds
     offset = int(state.get("step_offset", 0))
-    return rebuilt_on_pool(scheduler, catalog, store, config, observed, offset), catalog
+    return rebuilt_from_history(scheduler, catalog, store, config, observed, offset), catalog
 
 
-def rebuilt_on_pool(
+def rebuilt_from_history(
     scheduler: Scheduler,
     catalog: TaskCatalog,
     store: Warehouse,

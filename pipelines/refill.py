@@ -138,10 +138,10 @@ def observed_scheduler(
         return (*scheduler_cache.restore(store, config, step, "refilled"), None)
     scheduler, catalog = scheduler_cache.restore(store, config, step, "selected")
     cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it
-    # The stored cross edges are the last observed state's: on another pool (a refresh since), replace all.
-    if store.scheduler_state_field(config.campaign_id, step - 1, "observed", "catalog_digest") not in (
-        None,
-        catalog.digest,
+    # The stored cross edges are the last observed state's. A scheduler rebuilt since (another pool, release
+    # or feature set) holds others: then replace them all.
+    if cross_before is not None and not store.scheduler_state_holds(
+        config.campaign_id, step - 1, "observed", "cross_edges", cross_before
     ):
         cross_before = None
     in_pool = rollouts["task_id"].isin(set(catalog.task_ids))  # a task retired while its step ran: dropped

@@ -106,8 +106,11 @@ def register_campaign(
         )
     else:
         campaign = _resolve_continue_from(store, campaign)
+    stored = campaign.to_dict()
+    if existing is not None and CampaignConfig.from_dict(existing["config"]) == campaign:
+        stored = existing["config"]  # saved by an earlier release: the fields added since take their defaults
     try:
-        created = store.create_campaign(campaign.campaign_id, campaign.to_dict(), campaign.scheduler)
+        created = store.create_campaign(campaign.campaign_id, stored, campaign.scheduler)
     except ValueError as exc:
         raise dg.Failure(description=str(exc)) from None
     context.instance.add_dynamic_partitions(PARTITIONS, [campaign.campaign_id])

@@ -101,10 +101,11 @@ def manifest_digests(manifest: str) -> list[str]:
     return out
 
 
-def manifest_field(manifest: str, key: str) -> Any:
-    """The top-level JSON scalar ``key`` of a state's manifest (None if absent), without decoding the state."""
-    node = json.loads(manifest).get("d", {}).get(key)
-    return node.get("v") if node else None
+def manifest_holds(manifest: str, key: str, value: Any) -> bool:
+    """Whether the state's top-level ``key`` was saved as exactly ``value`` (arrays compared by digest),
+    without decoding the state."""
+    saved = json.loads(manifest).get("d", {}).get(key)
+    return saved is not None and saved == json.loads(json.dumps(EncodedState().node(value)))
 
 
 def decode_state(

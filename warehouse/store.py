@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from warehouse.migrations import apply_migrations
-from warehouse.state_codec import decode_state, encode_state, manifest_field
+from warehouse.state_codec import decode_state, encode_state, manifest_holds
 
 _LOCK_WAIT_S = 60.0
 _SQL_DIR = Path(__file__).parent / "sql"
@@ -335,9 +335,12 @@ class Warehouse:
         with self.transaction() as conn:
             row = conn.execute("SELECT config FROM campaigns WHERE campaign_id = ?", [campaign_id]).fetchone()
             if row is not None:
-                if json.loads(row[0]) != config:
+                saved = json.loads(row[0])
+                if saved != config:
+                    changed = sorted(k for k in saved.keys() | config.keys() if saved.get(k) != config.get(k))
                     raise ValueError(
-                        f"campaign '{campaign_id}' exists with a different config; pick a new campaign id"
+                        f"campaign '{campaign_id}' exists with a different config (fields {changed}); "
+                        "pick a new campaign id"
                     )
                 return False
             now = _now()
@@ -437,16 +440,16 @@ class Warehouse:
                 )
             return decode_state(blob.decode(), lambda digests: _fetch_arrays(conn, digests))
 
-    def scheduler_state_field(self, campaign_id: str, step: int, phase: str, key: str) -> Any:
-        """One top-level scalar of a saved state (e.g. its ``catalog_digest``) without decoding its arrays;
-        None when the state or the field is absent."""
+    def scheduler_state_holds(self, campaign_id: str, step: int, phase: str, key: str, value: Any) -> bool:
+        """Whether a saved state's top-level ``key`` is exactly ``value`` (e.g. the cross edges a step's
+        observation wrote), without decoding its arrays; False when the state is absent or a pickle."""
         blob = self.scalar(
             "SELECT state FROM scheduler_states WHERE campaign_id = ? AND step = ? AND phase = ?",
             [campaign_id, step, phase],
         )
         if blob is None or bytes(blob)[:1] != b"{":  # none, or saved as a pickle before migration 030
-            return None
-        return manifest_field(bytes(blob).decode(), key)
+            return False
+        return manifest_holds(bytes(blob).decode(), key, value)
 
     def scheduler_state_manifest(self, campaign_id: str, step: int, phase: str) -> str | None:
         """A digest of a saved state's manifest (it names every array by digest): what a cache compares."""

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..catalog import ids_digest
+from ..state_fit import StateMismatch, check_catalog
 from ..stats import group_summary
 
 BATCH_COLUMNS = ["task_id", "env_id", "role", "predicted_variance"]
@@ -167,14 +168,13 @@ class BaselineScheduler:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state saved by ``state_dict``. One that does not fit (saved by a release with other
+        state fields, or over another catalogue) raises StateMismatch before anything is restored."""
         needed = set(self._state_fields) | {"rng", "n_tasks"}
         missing = needed - set(state)
         if missing:
-            raise ValueError(f"state is missing key(s) {sorted(missing)}")
-        if state["n_tasks"] != self.n_tasks:
-            raise ValueError(f"state is for {state['n_tasks']} tasks, this catalog has {self.n_tasks}")
-        if state.get("catalog_digest", self._digest) != self._digest:  # absent: saved before it
-            raise ValueError("state is for another catalog (same size, other task ids or order)")
+            raise StateMismatch(f"{type(self).__name__}: state is missing key(s) {sorted(missing)}")
+        check_catalog(type(self).__name__, state, self.n_tasks, self._digest)
         for name in self._state_fields:
             setattr(self, name, copy.deepcopy(state[name]))
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])

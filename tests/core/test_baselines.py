@@ -20,6 +20,7 @@ from envsched_core.baselines import (
     RandomScheduler,
 )
 from envsched_core.simulator import SimConfig, Simulator, run_campaign
+from envsched_core.state_fit import StateMismatch
 
 ALL = [
     RandomScheduler,
@@ -316,8 +317,22 @@ def test_baseline_refuses_a_state_of_another_catalog_of_the_same_size(cls):
     run_campaign(sched, small_sim(), 2)
     renamed = frame.assign(task_id=frame["task_id"] + "-v2")  # same size, other ids: rows would shift
     other, control = cls(renamed, config, seed=5), cls(renamed, config, seed=5)
-    with pytest.raises(ValueError, match="another catalog"):
+    with pytest.raises(ValueError, match="another catalogue"):
         other.load_state_dict(sched.state_dict())
+    pd.testing.assert_frame_equal(other.select(1), control.select(1))  # nothing was loaded
+
+
+@pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
+def test_baseline_refuses_a_state_saved_before_one_of_its_fields_existed(cls):
+    frame = small_sim().catalog_frame()
+    config = CONFIGS[cls](batch_size=8)
+    sched = cls(frame, config, seed=5)
+    run_campaign(sched, small_sim(), 2)
+    state = sched.state_dict()
+    field = (*sched._state_fields, "rng")[0]  # the random scheduler keeps only its RNG
+    other, control = cls(frame, config, seed=5), cls(frame, config, seed=5)
+    with pytest.raises(StateMismatch, match=f"missing key.*{field}"):
+        other.load_state_dict({k: v for k, v in state.items() if k != field})
     pd.testing.assert_frame_equal(other.select(1), control.select(1))  # nothing was loaded
 
 

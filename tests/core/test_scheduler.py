@@ -5,7 +5,14 @@ import pandas as pd
 import pytest
 from task_frames import group, make_tasks, rollouts_for
 
-from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, build_cross_edges, build_within_edges
+from envsched_core import (
+    EnvSched,
+    SchedulerConfig,
+    StateMismatch,
+    TaskCatalog,
+    build_cross_edges,
+    build_within_edges,
+)
 from envsched_core.graph import cross_signature, propagation_matrix, rank_cross_edges, rows_to_rerank
 from envsched_core.scheduler import filling_quota
 
@@ -283,6 +290,42 @@ def test_scheduler_refuses_a_state_of_another_catalogue_of_the_same_size(catalog
         other.load_state_dict(copy.deepcopy(original.state_dict()))
     pd.testing.assert_frame_equal(other.predict(), EnvSched(renamed, cfg, seed=0).predict())
     assert other.state_dict()["current_step"] == before["current_step"] == 0
+
+
+def _earlier_release(state: dict) -> dict:
+    return {**state, "version": state["version"] - 1}
+
+
+def _other_default(state: dict) -> dict:  # saved when a field's default was another value
+    return {**state, "config": {**state["config"], "rho": state["config"]["rho"] / 2}}
+
+
+def _other_features(state: dict) -> dict:  # a catalogue re-embedded at another dimension
+    return {**state, "outcome": {**state["outcome"], "w": state["outcome"]["w"][:-3]}}
+
+
+@pytest.mark.parametrize(
+    "saved_by, message",
+    [
+        (_earlier_release, "state version"),
+        (_other_default, r"different config \(fields \['rho'\]\)"),
+        (_other_features, "weights, this catalogue"),
+    ],
+)
+def test_scheduler_refuses_a_state_that_does_not_fit_before_restoring_anything(
+    catalog, success, saved_by, message
+):
+    """StateMismatch (a campaign then rebuilds from its rollouts) is raised before any field is restored."""
+    cfg = SchedulerConfig(batch_size=16)
+    original = EnvSched(catalog, cfg, seed=0)
+    run(original, success, 2)
+    fresh = EnvSched(catalog, cfg, seed=0)
+    with pytest.raises(StateMismatch, match=message):
+        fresh.load_state_dict(saved_by(copy.deepcopy(original.state_dict())))
+    assert fresh.current_step == 0 and not fresh.stats.any_observed
+    pd.testing.assert_frame_equal(fresh.select(1), EnvSched(catalog, cfg, seed=0).select(1))
+    fresh.load_state_dict(original.state_dict())  # the state as saved still loads
+    pd.testing.assert_frame_equal(fresh.predict(3), original.predict(3))
 
 
 def test_warm_start_refuses_a_used_scheduler_and_bad_history_without_changing_state(catalog, success):

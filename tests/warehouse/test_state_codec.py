@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from warehouse.state_codec import decode_state, encode_state
+from warehouse.state_codec import decode_state, encode_state, manifest_holds
 from warehouse.store import SchedulerState, Warehouse
 
 
@@ -67,6 +67,17 @@ def test_state_codec_names_missing_arrays():
     manifest, _ = encode_state({"a": np.ones(3)})
     with pytest.raises(ValueError, match="missing array"):
         decode_state(manifest, lambda digests: {})
+
+
+def test_manifest_holds_compares_one_field_exactly_without_decoding():
+    edges = (np.array([0, 1], dtype=np.int32), np.array([2, 0], dtype=np.int32), np.array([0.5, 0.25]))
+    manifest, _ = encode_state({"cross_edges": edges, "step": 3})
+    assert manifest_holds(manifest, "cross_edges", tuple(a.copy() for a in edges))
+    assert manifest_holds(manifest, "step", 3)
+    assert not manifest_holds(manifest, "cross_edges", (edges[0], edges[1], edges[2] + 1e-12))
+    assert not manifest_holds(manifest, "cross_edges", (edges[0].astype(np.int64), edges[1], edges[2]))
+    assert not manifest_holds(manifest, "cross_edges", list(edges))  # a list is saved as another node
+    assert not manifest_holds(manifest, "absent", None)
 
 
 def _store(tmp_path) -> Warehouse:
