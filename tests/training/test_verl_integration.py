@@ -139,22 +139,30 @@ def respond(batch, resolver, tokenizer):
     return batch.union(out), texts
 
 
-def run_steps(dataset, files, resolver, tokenizer, scheduler, steps=3):
+def run_steps(dataset, files, resolver, tokenizer, scheduler, steps=3, checkpoint=None, resume=None):
+    """``steps`` steps as ``RayPPOTrainer.fit`` runs them. ``checkpoint``: a path where the dataloader's state
+    is saved at the last step, where fit saves it (0.5 - 0.7: before ``update``; >= 0.8: after the feedback
+    in ``_update_actor``); ``resume``: such a path, loaded into a fresh dataloader first, as fit does."""
     config = data_config(files[1], scheduler)
     sampler_cls = load_extern_object(config.sampler.class_path, config.sampler.class_name)
     sampler = sampler_cls(data_source=dataset, data_config=config)
     loader = StatefulDataLoader(
         dataset=dataset, batch_size=P, num_workers=0, drop_last=True, collate_fn=collate_fn, sampler=sampler
     )
+    if resume is not None:
+        loader.load_state_dict(torch.load(resume, weights_only=False))
     score = functools.partial(compute_score, sources=["synthetic"], source_options=SOURCE_OPTIONS)
     seen = []
-    for step, batch_dict in enumerate(loader, start=1):
+    for count, batch_dict in enumerate(loader, start=1):
+        step = sampler.batches.step
         batch = DataProto.from_single_dict(batch_dict)
         batch = batch.repeat(repeat_times=G, interleave=True)
         batch, texts = respond(batch, resolver, tokenizer)
         batch.batch["token_level_scores"] = NaiveRewardManager(tokenizer, num_examine=0, compute_score=score)(
             batch
         )
+        if checkpoint is not None and count == steps and HAS_CURRICULUM_API:
+            torch.save(loader.state_dict(), checkpoint)
         if HAS_CURRICULUM_API:
             if isinstance(loader.sampler, AbstractCurriculumSampler):  # RayPPOTrainer.fit's own test
                 loader.sampler.update(batch=batch)
@@ -165,8 +173,10 @@ def run_steps(dataset, files, resolver, tokenizer, scheduler, steps=3):
             trainer.train_dataloader = loader
             with pytest.raises(AttributeError):  # no config, no workers: the parent update cannot run
                 trainer._update_actor(batch)
+        if checkpoint is not None and count == steps and not HAS_CURRICULUM_API:
+            torch.save(loader.state_dict(), checkpoint)
         seen.append((step, [str(i["task_id"]) for i in batch_dict["extra_info"]], batch, texts))
-        if step == steps:
+        if count == steps:
             break
     return sampler, seen
 
@@ -196,6 +206,30 @@ def test_verl_sampler_serves_envsched_batches_and_learns_from_token_level_scores
     for step in (1, 2, 3):
         assert replay.select(step)["task_id"].tolist() == batches.batches[step]
         replay.observe(batches.rollouts[step])
+
+
+@pytest.mark.parametrize("name", ["envsched", "dps"])
+def test_a_verl_checkpoint_carries_the_scheduler_and_a_resume_continues_it(
+    name, dataset, files, resolver, tokenizer, tmp_path
+):
+    """Killed after the checkpoint of step 2 and resumed from it: steps 3 and 4 are what the scheduler of an
+    unbroken run picks, given what the checkpoint had observed (0.5 - 0.7 save before step 2's ``update``, so
+    its rewards are lost with the process)."""
+    path = tmp_path / "data.pt"
+    before, _ = run_steps(dataset, files, resolver, tokenizer, name, steps=2, checkpoint=path)
+    resumed, after = run_steps(dataset, files, resolver, tokenizer, name, steps=2, resume=path)
+    assert [step for step, *_ in after] == [3, 4] and sorted(resumed.batches.rollouts) == [3, 4]
+    assert resumed.batches.batches[2] == before.batches.batches[2]
+    assert (2 in resumed.batches.observed_steps) == (not HAS_CURRICULUM_API)
+
+    reference = make_scheduler(name, pd.read_parquet(files[1]), P, G, seed=0)
+    for step in (1, 2, 3, 4):
+        picked = reference.select(step)["task_id"].tolist()
+        assert picked == (before if step <= 2 else resumed).batches.batches[step]
+        if step != 2 or not HAS_CURRICULUM_API:
+            reference.observe((before if step <= 2 else resumed).batches.rollouts[step])
+    # Resumed mid-epoch, the sampler serves the rest of that epoch, as the dataloader's length says.
+    assert len(list(iter(resumed))) == (resumed.steps_per_epoch - 4 % resumed.steps_per_epoch) * P
 
 
 @pytest.mark.parametrize("name", sorted(set(SCHEDULERS) - {"envsched"}))

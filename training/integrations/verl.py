@@ -26,8 +26,11 @@ update (after the rewards are in the batch). The v1 trainer's ``ReplayBuffer`` c
 (``trainer.v1.sampler.custom_sampler``) picks already rolled-out groups out of TransferQueue, not which
 prompts to roll out, so it does not fit a pre-rollout scheduler.
 
-Not supported: the verl-recipe DAPO trainer (its ``fit`` never calls ``update``), and resuming the
-scheduler from a veRL checkpoint (the dataloader state does not carry it).
+Resume: veRL's checkpoints carry the sampler's state. ``RayPPOTrainer`` saves ``train_dataloader.state_dict()``
+as ``data.pt`` and loads it on resume, and torchdata's ``StatefulDataLoader`` includes a sampler that has
+``state_dict`` / ``load_state_dict``. veRL 0.5 - 0.7 save before ``update``, so the checkpoint's last step
+is still in flight and its rewards never arrive; the resumed scheduler carries on without them. Not
+supported: the verl-recipe DAPO trainer (its ``fit`` never calls ``update``).
 """
 
 from __future__ import annotations
@@ -96,9 +99,19 @@ class EnvSchedCurriculumSampler(AbstractCurriculumSampler):
         self.steps_per_epoch = max(1, len(rows) // prompts_per_step)
 
     def __iter__(self) -> Iterator[int]:
-        for _ in range(self.steps_per_epoch):
+        # An epoch is steps_per_epoch steps; resumed mid-epoch, the rest of that epoch.
+        for _ in range(self.steps_per_epoch - self.batches.step % self.steps_per_epoch):
             _, rows = self.batches.next_batch()
             yield from rows
+
+    # veRL saves its dataloader's state in every checkpoint (``data.pt``) and loads it on resume; torchdata's
+    # StatefulDataLoader keeps a sampler's own state there when the sampler has these two methods.
+    def state_dict(self) -> dict[str, Any]:
+        """The scheduler's state and its steps (``StepBatches.state_dict``)."""
+        return self.batches.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.batches.load_state_dict(state)
 
     def __len__(self) -> int:
         return self.steps_per_epoch * self.batches.prompts_per_step
