@@ -7,8 +7,8 @@ For each earlier revision: a detached git worktree of it is made beside this che
 per scheduler (simulated engine, BFCL multi-turn) through its own CLI until `--stop-at` steps are done, when
 the process group is killed (`kill -9`). This checkout then runs `envsched campaign resume` on each. Printed
 per campaign: how the resume ended, whether it rebuilt the scheduler from the campaign's history (the line
-`restore_scheduler` prints), and whether the campaign holds exactly steps x B x G rollouts and one batch per
-step. The worktrees and data folders are removed afterwards unless `--keep`.
+`restore_scheduler` prints), its rollouts (steps x B x G, more for DAPO / GRESO's refill rounds), how many
+of them are duplicated (step, task, rollout index), and how many steps have a batch. The worktrees and data folders are removed afterwards unless `--keep`.
 """
 
 from __future__ import annotations
@@ -87,23 +87,22 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", "-f", str(code), rev], cwd=ROOT, check=True)
         (code / ".venv").symlink_to(ROOT / ".venv")
         try:
+            # Every campaign is started by the earlier release before this checkout touches the data folder
+            # (the first `envsched` command of this checkout migrates the warehouse past that release).
+            killed = {}
             for scheduler in args.schedulers.split(","):
                 campaign_id = f"up-{scheduler}"
-                killed = _run_until_killed(
+                options = ["--campaign-id", campaign_id, "--scheduler", scheduler]
+                killed[scheduler] = _run_until_killed(
                     code,
                     home,
-                    [
-                        "--campaign-id",
-                        campaign_id,
-                        "--scheduler",
-                        scheduler,
-                        "--batch-size",
-                        str(args.batch_size),
-                    ],
+                    [*options, "--batch-size", str(args.batch_size)],
                     args.stop_at,
                     args.steps,
                     home / f"{campaign_id}-old.log",
                 )
+            for scheduler in args.schedulers.split(","):
+                campaign_id = f"up-{scheduler}"
                 resumed = subprocess.run(
                     [str(ROOT / ".venv/bin/envsched"), "campaign", "resume", campaign_id],
                     env=_env(ROOT, home),
@@ -113,20 +112,23 @@ def main() -> None:
                 )
                 output = resumed.stdout + resumed.stderr
                 ended = "completed" if resumed.returncode == 0 else output.strip().splitlines()[-1][:90]
-                expected = args.steps * args.batch_size * 8
-                rollouts = _count(home, f"SELECT count(*) FROM rollouts WHERE campaign_id = '{campaign_id}'")
-                steps = _count(
-                    home, f"SELECT count(DISTINCT step) FROM batches WHERE campaign_id = '{campaign_id}'"
-                )
+                where = f"FROM rollouts WHERE campaign_id = '{campaign_id}'"
                 rows.append(
                     (
                         rev,
                         scheduler,
-                        "yes" if killed else "no (ended first)",
+                        args.stop_at if killed[scheduler] else "never (ended first)",
                         ended,
                         "yes" if "Rebuilt from its history" in output else "no",
-                        f"{rollouts}/{expected}",
-                        steps,
+                        _count(home, f"SELECT count(*) {where}"),
+                        _count(
+                            home, f"SELECT count(*) - count(DISTINCT (step, task_id, rollout_idx)) {where}"
+                        ),
+                        _count(
+                            home,
+                            "SELECT count(DISTINCT step) FROM batches WHERE round = 0 AND "
+                            f"campaign_id = '{campaign_id}'",
+                        ),
                     )
                 )
                 print(" | ".join(map(str, rows[-1])), flush=True)
@@ -136,12 +138,12 @@ def main() -> None:
                 shutil.rmtree(home, ignore_errors=True)
 
     print()
-    print("| from | scheduler | killed at step | resume with this checkout | rebuilt | rollouts | steps |")
-    print("|---|---|---|---|---|---|---|")
-    for rev, scheduler, killed, ended, rebuilt, rollouts, steps in rows:
-        print(
-            f"| {rev} | {scheduler} | {args.stop_at if killed.startswith('yes') else killed} | {ended} | {rebuilt} | {rollouts} | {steps} |"
-        )
+    print(
+        "| from | scheduler | killed after step | resumed by this checkout | rebuilt | rollouts | duplicated | steps |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")
     sys.exit(0 if all(r[3] == "completed" for r in rows) else 1)
 
 

@@ -1,12 +1,22 @@
 """StepBatches: the trainer-facing side of a scheduler (fixed-size batches, checked feedback)."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from envsched_core import StateMismatch
 from envsched_core.baselines import GRESOScheduler
 from training.integrations.scheduling import StepBatches, make_scheduler, scheduler_batch_size
 
-TASKS = pd.DataFrame({"task_id": [f"t{i}" for i in range(12)], "env_id": [f"e{i % 4}" for i in range(12)]})
+TASKS = pd.DataFrame(
+    {
+        "task_id": [f"t{i}" for i in range(12)],
+        "env_id": [f"e{i % 4}" for i in range(12)],
+        "text": [f"task {i} of environment {i % 4}" for i in range(12)],
+        "tools": [[f"tool{i % 3}", f"tool{i % 5}"] for i in range(12)],
+        "embedding": list(np.random.default_rng(0).normal(size=(12, 8))),  # EnvSched reads it, no model
+    }
+)
 ROWS = {t: i for i, t in enumerate(TASKS["task_id"])}
 
 
@@ -89,3 +99,50 @@ def test_dynamic_sampling_baselines_fill_the_trainers_batch_with_their_first_gen
     assert scheduler_batch_size("mopps", 12) == 12
     greso = make_scheduler("greso", TASKS, 6, 2)
     assert isinstance(greso, GRESOScheduler) and len(greso.select(1)) >= 6
+
+
+def _run(b: StepBatches, steps: int) -> None:
+    for _ in range(steps):
+        step, rows = b.next_batch()
+        ids = [t for t in b.batches[step] for _ in range(2)]
+        b.observe(step, ids, [float((hash(t) + step) % 3 == 0) for t in ids])
+
+
+@pytest.mark.parametrize("name", ["envsched", "dps"])
+def test_step_batches_rebuild_a_scheduler_whose_state_does_not_fit_from_the_rollouts_it_kept(name):
+    """A trainer resumed after upgrading EnvSched (here: a state of another version or missing a field) or
+    on a dataset that lost tasks: the scheduler is rebuilt from the rollouts of the steps observed."""
+    b = batches(name)
+    _run(b, 3)
+    state = b.state_dict()
+    if name == "envsched":
+        state["scheduler"]["version"] -= 1
+    else:
+        del state["scheduler"]["alpha"]
+    resumed = batches(name)
+    with pytest.warns(UserWarning, match="Rebuilt from the rollouts of 3 observed step"):
+        resumed.load_state_dict(state)
+    assert resumed.step == 3 and resumed.observed_steps == {1, 2, 3} and sorted(resumed.rollouts) == [1, 2, 3]
+    history = pd.concat(b.rollouts.values())
+    reference = make_scheduler(name, TASKS, 4, 2, seed=1)
+    if name == "envsched":
+        reference.warm_start(history[["task_id", "step", "reward"]], step_offset=0)
+    else:
+        for _, part in history.groupby("step"):
+            reference.observe(part)
+    assert resumed.next_batch()[1] == [ROWS[t] for t in reference.select(4)["task_id"]]
+
+    fewer = TASKS.iloc[2:]  # the dataset lost t0 and t1: their rollouts are dropped, the rest still count
+    smaller = StepBatches(make_scheduler(name, fewer, 4, 2, seed=1), {t: ROWS[t] for t in fewer.task_id}, 4)
+    with pytest.warns(UserWarning, match="another catalogue|tasks"):
+        smaller.load_state_dict(b.state_dict())
+    assert smaller.step == 3 and set(smaller.next_batch()[1]) <= set(range(2, 12))
+
+
+def test_step_batches_without_kept_rollouts_still_refuse_a_state_that_does_not_fit():
+    b = batches("envsched")
+    _run(b, 2)
+    state = {k: v for k, v in b.state_dict().items() if k != "rollouts"}  # saved before rollouts were kept
+    state["scheduler"]["version"] -= 1
+    with pytest.raises(StateMismatch, match="state version"):
+        batches("envsched").load_state_dict(state)

@@ -218,7 +218,8 @@ def test_a_verl_checkpoint_carries_the_scheduler_and_a_resume_continues_it(
     path = tmp_path / "data.pt"
     before, _ = run_steps(dataset, files, resolver, tokenizer, name, steps=2, checkpoint=path)
     resumed, after = run_steps(dataset, files, resolver, tokenizer, name, steps=2, resume=path)
-    assert [step for step, *_ in after] == [3, 4] and sorted(resumed.batches.rollouts) == [3, 4]
+    assert [step for step, *_ in after] == [3, 4]
+    assert sorted(resumed.batches.rollouts) == ([1, 3, 4] if HAS_CURRICULUM_API else [1, 2, 3, 4])
     assert resumed.batches.batches[2] == before.batches.batches[2]
     assert (2 in resumed.batches.observed_steps) == (not HAS_CURRICULUM_API)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from environments.base import CallRecord, Trajectory, TurnRecord
-from envsched_core import EnvSched, TaskCatalog
+from envsched_core import EnvSched, StateMismatch, TaskCatalog
 from envsched_core.schedulers import SCHEDULERS as REGISTRY
 from training.tasks import TaskResolver
 from training.tool_calls import parse_tool_calls
@@ -173,14 +174,45 @@ class StepBatches:
             "step": self.step,
             "batches": dict(self.batches),
             "observed": sorted(self.observed_steps),  # an asynchronous trainer may hold steps in flight
+            # what a scheduler that cannot load its state as it is gets rebuilt from (see load_state_dict)
+            "rollouts": {step: frame[["task_id", "reward"]] for step, frame in self.rollouts.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.scheduler.load_state_dict(state["scheduler"])
+        """Resume where ``state`` stopped. A scheduler state that does not fit (saved by another EnvSched
+        release, or over another task set: ``StateMismatch``) is rebuilt from the rollouts the state kept,
+        those of tasks no longer in the dataset dropped, with a warning."""
+        rollouts = {int(s): f.assign(step=int(s)) for s, f in state.get("rollouts", {}).items()}
+        try:
+            self.scheduler.load_state_dict(state["scheduler"])
+        except StateMismatch as exc:
+            if "rollouts" not in state:  # saved before states kept their rollouts: nothing to rebuild from
+                raise
+            self._rebuild(rollouts)
+            warnings.warn(
+                f"{exc} Rebuilt from the rollouts of {len(rollouts)} observed step(s).", stacklevel=2
+            )
+        self.rollouts = rollouts
         self.step = int(state["step"])
         self.batches = {int(k): list(v) for k, v in state["batches"].items()}
         # states saved before "observed" was kept came from synchronous trainers: every step observed
         self.observed_steps = {int(s) for s in state.get("observed", self.batches)}
+
+    def _rebuild(self, rollouts: dict[int, pd.DataFrame]) -> None:
+        """Fold the earlier steps' rollouts into this (fresh) scheduler, one step at a time on the trainer's
+        clock: EnvSched through ``warm_start``, a baseline through its own ``observe``."""
+        frames = [
+            f.loc[f["task_id"].isin(self.row_of_task), ["task_id", "step", "reward"]]
+            for f in rollouts.values()
+        ]
+        if not frames:
+            return  # nothing observed yet: the fresh scheduler is that state
+        history = pd.concat(frames, ignore_index=True)
+        if isinstance(self.scheduler, EnvSched):
+            self.scheduler.warm_start(history, step_offset=0)
+            return
+        for _, part in history.groupby("step", sort=True):
+            self.scheduler.observe(part)
 
 
 def verifier_reward(resolver: TaskResolver, task_id: str, completion: str) -> float:
