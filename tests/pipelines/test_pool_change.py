@@ -99,3 +99,30 @@ def test_campaign_carries_on_over_a_refreshed_pool(driver, scheduler, monkeypatc
     assert set(zip(stored.src, stored.dst, strict=True)) == set(
         zip(*(after.cross_edges_frame()[c] for c in ("src", "dst")), strict=True)
     )
+
+
+def test_campaign_carries_on_after_its_catalogue_is_re_embedded_at_another_dimension(driver):
+    """Same tasks, new embedding model of another dimension: the saved state's outcome-model weights no longer
+    fit (StateMismatch), so the scheduler is rebuilt from the campaign's rollouts on the new features."""
+    store, config = driver.store, _config("envsched")
+
+    def re_embed(step: int) -> None:
+        if step == 1:
+            with store.transaction() as conn:
+                conn.execute(
+                    "UPDATE task_embeddings SET embedding = embedding[1:16], dim = 16, model_name = 'other-16', "
+                    "computed_at = now()"
+                )
+
+    run_campaign(config, driver, on_step=re_embed)
+
+    assert store.campaign(config.campaign_id)["status"] == "completed"
+    after, catalog = restore_scheduler(store, config, STEPS, "observed")
+    assert catalog.embeddings.shape[1] == 16
+    replayed, _ = build_scheduler(store, config, catalog=catalog)
+    replayed.warm_start(store.rollouts(config.campaign_id)[["task_id", "step", "reward"]], step_offset=0)
+    pd.testing.assert_frame_equal(after.predict(STEPS + 1), replayed.predict(STEPS + 1))
+    stored = store.query("SELECT src, dst FROM edges_cross WHERE campaign_id = ?", [config.campaign_id])
+    assert set(zip(stored.src, stored.dst, strict=True)) == set(
+        zip(*(after.cross_edges_frame()[c] for c in ("src", "dst")), strict=True)
+    )
