@@ -187,7 +187,10 @@ class StepBatches:
             self.scheduler.load_state_dict(state["scheduler"])
         except StateMismatch as exc:
             if "rollouts" not in state:  # saved before states kept their rollouts: nothing to rebuild from
-                raise
+                raise StateMismatch(
+                    f"{exc} This state keeps no rollouts to rebuild the scheduler from (an earlier release "
+                    "saved it): start a fresh one, or warm_start it from the run's logged rollouts."
+                ) from exc
             self._rebuild(rollouts)
             warnings.warn(
                 f"{exc} Rebuilt from the rollouts of {len(rollouts)} observed step(s).", stacklevel=2
