@@ -8,7 +8,9 @@ per scheduler (simulated engine, BFCL multi-turn) through its own CLI until `--s
 the process group is killed (`kill -9`). This checkout then runs `envsched campaign resume` on each. Printed
 per campaign: how the resume ended, whether it rebuilt the scheduler from the campaign's history (the line
 `restore_scheduler` prints), its rollouts (steps x B x G, more for DAPO / GRESO's refill rounds), how many
-of them are duplicated (step, task, rollout index), and how many steps have a batch. The worktrees and data folders are removed afterwards unless `--keep`.
+of them are duplicated (step, task, rollout index), and how many steps have a batch. The worktrees and data
+folders are removed afterwards unless `--keep`. The revisions must have `envsched campaign run
+--campaign-id` (1372cd0 has it).
 """
 
 from __future__ import annotations
