@@ -4,7 +4,7 @@ before it.
 On each world a first campaign of H steps (``--history-by``, EnvSched by default) trains the policy; a
 second campaign then continues from that policy for 2 T steps, under each scheduler cold (a fresh one) and
 warm (given the first campaign's rollouts the way the pipeline gives a template's history:
-`EnvSched.warm_start`, baselines `campaign.warm_start.replay`). Every second campaign starts from the same
+`envsched_core.schedulers.fold_history`). Every second campaign starts from the same
 policy and the same history, so the rows differ only in the scheduler and what it was given. Reported:
 steps and rollouts to random's held-out score at step T of the second campaign (95% t-interval over
 worlds), the mean selected variance of its first 5 steps, and the final score. ``--new-envs F``: a share F of
@@ -35,9 +35,8 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from bench.scheduler_suite import fmt, make_world, t_interval, watch_picks
-from campaign.warm_start import replay
 from envsched_core import TaskCatalog
-from envsched_core.schedulers import scheduler_config, scheduler_spec
+from envsched_core.schedulers import fold_history, scheduler_config, scheduler_spec
 from envsched_core.simulator import run_campaign
 from envsched_core.worlds import REGIMES
 
@@ -61,10 +60,8 @@ def scheduler(arm: str, catalog: TaskCatalog, b: int, g: int, seed: int, history
     """The registry's scheduler for ``arm`` (as a campaign builds it); '+history': warm from ``history``."""
     name, _, warm = arm.partition("+")
     sched = scheduler_spec(name).cls(catalog, scheduler_config(name, b, g, {}), seed=seed)
-    if warm and name == "envsched":
-        sched.warm_start(history)
-    elif warm:
-        replay(sched, history)
+    if warm:
+        fold_history(sched, history)
     return sched
 
 

@@ -5,7 +5,8 @@ steps is one step of the timeline), so a visit's age is the number of steps betw
 campaign's step 1. EnvSched folds that timeline in with ``EnvSched.warm_start``: every model it keeps
 (outcome model, dispersion, learnability, statistics, cross edges) is then exactly what it would be had
 the new campaign's steps followed the old ones. Baselines keep their own statistics: they observe the
-history step by step, oldest first, under their own update (and forgetting) rule.
+history step by step, oldest first, under their own update (and forgetting) rule
+(``envsched_core.schedulers.fold_history`` does either).
 """
 
 from __future__ import annotations
@@ -29,9 +30,3 @@ def timeline(history: pd.DataFrame, catalog: TaskCatalog) -> pd.DataFrame:
         {"task_id": history["task_id"].astype(str), "step": steps, "reward": history["reward"]}
     )
     return out[out["task_id"].isin(set(catalog.task_ids))].reset_index(drop=True)
-
-
-def replay(scheduler, rollouts: pd.DataFrame) -> None:
-    """Feed a baseline the history one timeline step at a time, oldest first, all as step 0."""
-    for _, part in rollouts.groupby("step", sort=True):
-        scheduler.observe(part.assign(step=0))

@@ -11,7 +11,7 @@ import pandas as pd
 from campaign import warm_start
 from campaign.config import CampaignConfig
 from envsched_core import EnvSched, StateMismatch, TaskCatalog
-from envsched_core.schedulers import Scheduler, graph_overrides, scheduler_spec
+from envsched_core.schedulers import Scheduler, fold_history, graph_overrides, scheduler_spec
 from warehouse.store import SchedulerState, Warehouse
 
 __all__ = [
@@ -106,7 +106,7 @@ def build_scheduler(
     else:
         scheduler = spec.cls(catalog, config.scheduler_settings(), seed=config.seed)
         if history is not None:
-            warm_start.replay(scheduler, history)
+            fold_history(scheduler, history)
     return scheduler, catalog
 
 
@@ -194,10 +194,7 @@ def rebuilt_from_history(
         [earlier, own[["task_id", "step", "reward"]].assign(step=own["step"] + step_offset)],
         ignore_index=True,
     )
-    if isinstance(scheduler, EnvSched):
-        scheduler.warm_start(history, step_offset=step_offset)
-    else:
-        warm_start.replay(scheduler, history)
+    fold_history(scheduler, history, step_offset)
     return scheduler
 
 

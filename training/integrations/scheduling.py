@@ -28,6 +28,7 @@ import pandas as pd
 from environments.base import CallRecord, Trajectory, TurnRecord
 from envsched_core import EnvSched, StateMismatch, TaskCatalog
 from envsched_core.schedulers import SCHEDULERS as REGISTRY
+from envsched_core.schedulers import fold_history
 from training.tasks import TaskResolver
 from training.tool_calls import parse_tool_calls
 
@@ -210,12 +211,7 @@ class StepBatches:
         ]
         if not frames:
             return  # nothing observed yet: the fresh scheduler is that state
-        history = pd.concat(frames, ignore_index=True)
-        if isinstance(self.scheduler, EnvSched):
-            self.scheduler.warm_start(history, step_offset=0)
-            return
-        for _, part in history.groupby("step", sort=True):
-            self.scheduler.observe(part)
+        fold_history(self.scheduler, pd.concat(frames, ignore_index=True), step_offset=0)
 
 
 def verifier_reward(resolver: TaskResolver, task_id: str, completion: str) -> float:
