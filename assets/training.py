@@ -13,6 +13,7 @@ from pipelines.mlflow_resource import MLflowResource
 from pipelines.pool_slot import pool_slot
 from pipelines.refill import roll_out_and_train
 from pipelines.resources import PathsResource, WarehouseResource
+from pipelines.run_log import progress_to_run_log
 from training.checkpoints import checkpoint_dir, save_checkpoint
 from training.engines import make_engine
 from warehouse.landing import step_path, write_step_file
@@ -86,9 +87,8 @@ def _train(context, store, home, mlflow, cfg, step: int, landing) -> dg.Material
         if previous is not None:
             engine.load(previous)
         writing = lambda: pool_slot(context, WAREHOUSE_POOL, "training_step")  # noqa: E731
-        batch, rows, metrics = roll_out_and_train(
-            store, cfg, engine, step, writing
-        )  # DAPO / GRESO: + refills
+        with progress_to_run_log(context):  # DAPO / GRESO restore their scheduler for the refills
+            batch, rows, metrics = roll_out_and_train(store, cfg, engine, step, writing)
         checkpoint = save_checkpoint(engine, home.checkpoints, campaign_id, step, keep=cfg.keep_checkpoints)
     finally:
         engine.close()

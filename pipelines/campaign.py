@@ -22,7 +22,8 @@ __all__ = [
     "restore_scheduler",
 ]
 
-# A rebuild is worth a line on the terminal (the CLI prints this logger) and in the run's log.
+# A rebuild is worth a line on the terminal (the CLI prints this logger) and in the run's event log
+# (`pipelines.run_log`).
 log = logging.getLogger("envsched.progress")
 
 

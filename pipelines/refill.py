@@ -27,6 +27,7 @@ from envsched_core.graph import edge_changes, edges_to_frame
 from envsched_core.schedulers import scheduler_spec
 from pipelines import scheduler_cache
 from pipelines.campaign import CampaignConfig, dump_state
+from pipelines.run_log import progress_to_run_log
 from training.engines.base import RolloutEngine
 from warehouse.store import Warehouse
 
@@ -113,19 +114,20 @@ def prepare_scheduler(context, store: Warehouse, progress: str) -> None:
     warehouse pool: restore the scheduler it needs into the process's cache (``scheduler_cache.prepare``).
     Best effort: an error here is logged, and the asset's restore inside the pool meets it again and marks the
     campaign failed with it."""
-    try:
-        with store.session(read_only=True):  # the checks in one connection, closed before any long work
-            config = CampaignConfig.from_dict(store.campaign(context.partition_key)["config"])
-            step = store.progress(config.campaign_id)[progress]
-            if progress == "loaded":
-                phase = observed_phase(store, config, step) if step > 0 else None
-            else:
-                phase = "observed" if step < config.steps else None
-            if phase is None or scheduler_cache.cached(store, config, step, phase):
-                return
-        scheduler_cache.prepare(store, config, step, phase)
-    except Exception as exc:  # the pooled part meets it again and reports it
-        context.log.info(f"scheduler not prepared outside the pool: {type(exc).__name__}: {exc}")
+    with progress_to_run_log(context):  # a rebuild's line reaches the run's log
+        try:
+            with store.session(read_only=True):  # the checks in one connection, closed before any long work
+                config = CampaignConfig.from_dict(store.campaign(context.partition_key)["config"])
+                step = store.progress(config.campaign_id)[progress]
+                if progress == "loaded":
+                    phase = observed_phase(store, config, step) if step > 0 else None
+                else:
+                    phase = "observed" if step < config.steps else None
+                if phase is None or scheduler_cache.cached(store, config, step, phase):
+                    return
+            scheduler_cache.prepare(store, config, step, phase)
+        except Exception as exc:  # the pooled part meets it again and reports it
+            context.log.info(f"scheduler not prepared outside the pool: {type(exc).__name__}: {exc}")
 
 
 def observed_scheduler(

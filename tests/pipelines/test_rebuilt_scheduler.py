@@ -3,6 +3,7 @@
 catalogue is re-embedded at another dimension, or a newer release resumes a campaign an earlier one started."""
 
 import json
+import logging
 
 import pandas as pd
 import pytest
@@ -27,6 +28,16 @@ def _config(scheduler: str, name: str = "refreshed") -> CampaignConfig:
         eval_every=0,
         scheduler=scheduler,
     )
+
+
+def _rebuild_lines(instance) -> list[tuple[str, str]]:
+    """(asset, message) of each "rebuilt" line in the Dagster event logs of the instance's runs."""
+    return [
+        (event.step_key, event.user_message)
+        for run in instance.get_runs()
+        for event in instance.all_logs(run.run_id)
+        if "Rebuilt from its history" in event.user_message and event.level == logging.WARNING
+    ]
 
 
 def _set_active(store, task_ids, active: bool) -> None:
@@ -68,6 +79,9 @@ def test_campaign_carries_on_over_a_refreshed_pool(driver, scheduler, monkeypatc
 
     retired = unrolled | landed_then_retired
     assert store.campaign(config.campaign_id)["status"] == "completed"
+    # Each rebuild is in the event log of the run that made it (the UI's run view), naming the campaign.
+    lines = _rebuild_lines(driver.instance)
+    assert lines and all(f"campaign '{config.campaign_id}'" in message for _, message in lines)
     assert len(unrolled) == 2 and len(retired) == 6
     # Step 2's batch keeps its rows (the landing contract), but the tasks retired before its training were not
     # rolled out; later batches never pick a retired task.
@@ -183,9 +197,11 @@ def test_a_newer_release_resumes_the_campaign(driver, scheduler):
     with pytest.raises(StateMismatch):  # what the earlier release saved does not load into this one
         fresh.load_state_dict(store.scheduler_state(config.campaign_id, 1, "observed"))
 
+    assert not _rebuild_lines(driver.instance)
     run_campaign(config, driver)  # registers the stored config again, then carries on
 
     assert store.campaign(config.campaign_id)["status"] == "completed"
+    assert len(_rebuild_lines(driver.instance)) == 1  # rebuilt once, then served from the process's cache
     assert len(store.rollouts(config.campaign_id)) == STEPS * config.batch_size * config.group_size
     after, catalog = restore_scheduler(store, config, STEPS, "observed")  # saved by this release: loads
     if scheduler != "envsched":
