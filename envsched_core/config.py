@@ -207,8 +207,8 @@ class SchedulerConfig:
     slots, exploitation takes the rest. rho_t stays the most coverage a batch gets, so a small catalogue or
     batch whose tasks are all seen and confidently predicted (ACEBench, B=10) stops paying for coverage, and
     coverage skips tasks predicted to give no variance however under-observed they are. On by default with
-    task_dispersion, measured together on screening seeds 10-11 (bench/campaign_real.py, README "Real-environment
-    results"): steps to random's best tau-bench 52.5 -> 45.0 (80 steps), BFCL 62.5 -> 57.5 (80 steps),
+    task_dispersion, measured together on screening seeds 10-11 (bench/campaign_real.py, docs/results.md "Real
+    environments"): steps to random's best tau-bench 52.5 -> 45.0 (80 steps), BFCL 62.5 -> 57.5 (80 steps),
     ACEBench 88.3 -> 68.3 (120 steps, seeds 10-12); simulator (bench/suite_variants.py, worlds 100-101) paper
     28.0 -> 26.5, default 17.5 -> 17.5, private 20.5 -> 20.0, graded 21.0 -> 21.0."""
     pool_factor: int = 4
