@@ -33,9 +33,18 @@ def register_source(name: str, factory: SourceFactory) -> None:
 
 def _import(target: str) -> SourceFactory:
     module_name, _, attr = target.partition(":")
-    if not attr:
+    if not module_name or not attr:
         raise ValueError(f"source target {target!r} must look like 'package.module:ClassName'")
-    return getattr(importlib.import_module(module_name), attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"source {target!r}: cannot import {module_name!r} ({exc}); install its package or put it on "
+            "PYTHONPATH for every process that runs campaign steps"
+        ) from None
+    if not hasattr(module, attr):
+        raise ValueError(f"source {target!r}: module {module_name!r} has no {attr!r}")
+    return getattr(module, attr)
 
 
 def available_sources() -> list[str]:

@@ -82,11 +82,13 @@ class _OneLineErrors(click.Group):
 
 
 def _parse_source_options(options: tuple[str, ...], sources: tuple[str, ...]) -> dict[str, dict]:
-    """``synthetic.envs=500`` -> {"synthetic": {"envs": 500}}; values are JSON when they parse as JSON."""
+    """``synthetic.envs=500`` -> {"synthetic": {"envs": 500}}; values are JSON when they parse as JSON. The
+    key is what follows the last dot before ``=``, so a source named by module path takes options too
+    (``my_pkg.envs:MySource.data_dir=/data``)."""
     parsed: dict[str, dict] = {}
     for option in options:
-        name, dot, rest = option.partition(".")
-        key, sep, value = rest.partition("=")
+        target, sep, value = option.partition("=")
+        name, dot, key = target.rpartition(".")
         if not dot or not sep or not name or not key:
             raise click.BadParameter(f"{option!r}: expected SOURCE.KEY=VALUE", param_hint="--source-option")
         if sources and name not in sources:

@@ -277,6 +277,9 @@ class Warehouse:
         inactive (rollouts may still reference them). A failure rolls everything back.
         """
         self._catalog_or_graph_changes()
+        # The rows carry the name the source was selected by (`module:Class`, an entry point, a registered name),
+        # whatever the source object calls itself: campaigns filter on it and every process resolves it.
+        environments, tools, tasks = (frame.assign(source=source) for frame in (environments, tools, tasks))
         with self.transaction() as conn:
             return {
                 "environments": _upsert_by_hash(conn, "environments", ["env_id"], source, environments),
