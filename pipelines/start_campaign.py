@@ -44,6 +44,9 @@ class StartCampaignConfig(dg.Config):
     template: str = ""
     continue_from: str = ""
     """A campaign id, or `latest` (the template's newest earlier campaign)."""
+    resume_failed: bool = False
+    """Relaunching an existing campaign that failed: true resumes it (after you fixed the cause), as
+    `envsched campaign resume ID --force` does. A running campaign relaunched gets its retries back."""
 
     def campaign_config(self, now: datetime | None = None) -> CampaignConfig:
         """The CampaignConfig these fields describe (raises ValueError naming a bad field)."""
@@ -116,13 +119,21 @@ def register_campaign(
     context.instance.add_dynamic_partitions(PARTITIONS, [campaign.campaign_id])
     tag_run(context, campaign.campaign_id, 0)
     status = store.campaign(campaign.campaign_id)["status"]
+    if not created and (status in ("created", "running") or (status == "failed" and config.resume_failed)):
+        # a relaunch: the campaign sensor counts a step's failed runs anew from here (campaign_sensor.attempt)
+        status = "running" if status == "failed" else status
+        store.set_campaign_status(campaign.campaign_id, status)
     context.add_output_metadata(
         {
             "campaign_id": campaign.campaign_id,
             "new": created,
             "status": status,
             "continues_from": campaign.continue_from or "(fresh start)",
-            "next": "the campaign sensor plans step 1 and advances the campaign step by step",
+            "next": (
+                "the campaign failed; relaunch with resume_failed: true once its cause is fixed"
+                if status == "failed"
+                else "the campaign sensor plans its next step and advances the campaign step by step"
+            ),
         }
     )
     return campaign.campaign_id

@@ -397,7 +397,7 @@ class Warehouse:
         observed), oldest first; empty before the warehouse exists."""
         if not self.path.exists():
             return pd.DataFrame(
-                columns=["campaign_id", "config", "status", "scheduled", "loaded", "observed"]
+                columns=["campaign_id", "config", "status", "updated_at", "scheduled", "loaded", "observed"]
             )
         frame = self.query(_sql("campaigns_in_progress"))
         frame["config"] = [json.loads(c) for c in frame["config"]]

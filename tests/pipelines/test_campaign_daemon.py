@@ -27,13 +27,16 @@ def _config(campaign_id: str, steps: int = 2, batch_size: int = B, **changes) ->
     )
 
 
-def _sensor_requests(driver) -> list[dg.RunRequest]:
+def _evaluate_sensor(driver) -> dg.SensorResult:
     sensor = driver.defs.resolve_sensor_def("campaign_sensor")
     context = dg.build_sensor_context(
         instance=driver.instance, definitions=driver.defs, resources=dict(driver.defs.resources)
     )
-    result = sensor(context)
-    return [] if isinstance(result, dg.SkipReason) else list(result)
+    return sensor(context)
+
+
+def _sensor_requests(driver) -> list[dg.RunRequest]:
+    return list(_evaluate_sensor(driver).run_requests or [])
 
 
 def test_start_campaign_registers_row_and_partition_and_the_sensor_plans_step_1(driver):
@@ -424,3 +427,96 @@ def test_continuing_campaign_replays_its_history_holding_no_slot_and_no_lock(poo
     run_campaign(_config("second", steps=1, continue_from="first", seed=1), ctx)
     assert seen == [("replay", [], True), ("save batch 1", ["scheduled_batch"])]
     assert ctx.store.scheduler_state("second", 1, "selected")["step_offset"] == 2
+
+
+def _run_failing(driver, request: dg.RunRequest, monkeypatch) -> str:
+    """Run ``request`` as the daemon would, failing as a run does whose process is killed or which meets the
+    warehouse locked past a writer's wait: before any campaign asset could mark the campaign failed."""
+    from warehouse import store as store_module
+
+    def locked(*args, **kwargs):
+        raise store_module.WarehouseLockedError("warehouse is locked by PID 4242 (jupyter) for more than 60 s")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module.Warehouse, "session", locked)
+        with pytest.raises(CampaignFailed, match="locked by PID 4242"):
+            _execute(driver, request.job_name, request.partition_key, request.run_config, _daemon_tags(request))
+    return request.run_key
+
+
+def _daemon_tags(request: dg.RunRequest) -> dict[str, str]:
+    return {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": "campaign_sensor"}
+
+
+def test_a_step_whose_run_failed_without_failing_the_campaign_is_retried_under_a_new_run_key(
+    driver, monkeypatch
+):
+    """The daemon launches a run key once: a killed or locked-out run left the campaign `running` and its
+    next request skipped for good. Each failure now gets a new key, up to MAX_RETRIES; then the tick says
+    why it waits, and a relaunch of `start_campaign` gives the campaign its retries back."""
+    from pipelines.campaign_sensor import MAX_RETRIES
+
+    _execute(driver, "start_campaign", run_config=run_config_for(_config("retried", steps=1)))
+    (first,) = _sensor_requests(driver)
+    assert first.run_key == "retried:plan:1"
+    keys = [_run_failing(driver, first, monkeypatch)]
+    for attempt in range(1, MAX_RETRIES + 1):
+        (request,) = _sensor_requests(driver)
+        assert request.run_key == f"retried:plan:1:retry{attempt}" and request.job_name == "plan_step"
+        keys.append(_run_failing(driver, request, monkeypatch))
+    assert len(set(keys)) == MAX_RETRIES + 1  # every attempt a key the daemon has not launched yet
+    assert driver.store.campaign("retried")["status"] in ("created", "running")
+    result = _evaluate_sensor(driver)
+    assert not result.run_requests  # out of retries: it waits, and says why
+    why = result.skip_reason.skip_message
+    assert "campaign 'retried': plan_step of step 1 failed 4 times" in why
+    assert "envsched campaign resume retried --force" in why
+
+    _execute(driver, "start_campaign", run_config=run_config_for(_config("retried", steps=1)))  # a relaunch
+    (request,) = _sensor_requests(driver)
+    assert request.run_key == f"retried:plan:1:retry{MAX_RETRIES + 1}"
+    _execute(driver, request.job_name, request.partition_key, request.run_config, _daemon_tags(request))
+    (request,) = _sensor_requests(driver)  # the step moved on: its train run has a key of its own
+    assert request.run_key == "retried:train:1"
+
+
+def test_an_ingestion_the_landing_sensor_launched_is_retried_by_the_campaign_sensor(driver, monkeypatch):
+    _execute(driver, "start_campaign", run_config=run_config_for(_config("reingested", steps=1)))
+    for _ in range(2):  # plan, then train: the landing file is written
+        (request,) = _sensor_requests(driver)
+        _execute(driver, request.job_name, request.partition_key, request.run_config, _daemon_tags(request))
+    assert _sensor_requests(driver) == []  # the landing sensor's to ingest
+    landing = driver.defs.resolve_sensor_def("landing_sensor")
+    context = dg.build_sensor_context(
+        instance=driver.instance, definitions=driver.defs, resources=dict(driver.defs.resources)
+    )
+    (ingest,) = landing(context).run_requests
+    with monkeypatch.context() as patch:
+        from warehouse import store as store_module
+
+        def locked(*args, **kwargs):
+            raise store_module.WarehouseLockedError("warehouse is locked by PID 4242 for more than 60 s")
+
+        patch.setattr(store_module.Warehouse, "session", locked)
+        with pytest.raises(CampaignFailed):
+            _execute(driver, "ingest_rollouts", ingest.partition_key, ingest.run_config, ingest.tags)
+    (retry,) = _sensor_requests(driver)  # its cursor has seen the file: the campaign sensor asks again
+    assert (retry.job_name, retry.run_key) == ("ingest_rollouts", "reingested:ingest:1:retry1")
+    assert retry.run_config == ingest.run_config
+    _execute(driver, retry.job_name, retry.partition_key, retry.run_config, _daemon_tags(retry))
+    assert driver.store.progress("reingested") == {"scheduled": 1, "loaded": 1, "observed": 1}
+
+
+def test_relaunching_start_campaign_with_resume_failed_resumes_a_failed_campaign(driver):
+    config = _config("relaunched", steps=1)
+    _execute(driver, "start_campaign", run_config=run_config_for(config))
+    driver.store.set_campaign_status("relaunched", "failed", "training_step of step 1: a stray file")
+    assert _sensor_requests(driver) == []
+    _execute(driver, "start_campaign", run_config=run_config_for(config))  # as the UI relaunches it
+    assert driver.store.campaign("relaunched")["status"] == "failed"  # not without saying so
+    resumed = run_config_for(config)
+    resumed["ops"]["register_campaign"]["config"]["resume_failed"] = True
+    _execute(driver, "start_campaign", run_config=resumed)
+    assert driver.store.campaign("relaunched")["status"] == "running"
+    (request,) = _sensor_requests(driver)
+    assert request.run_key == "relaunched:plan:1"

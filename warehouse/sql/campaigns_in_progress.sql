@@ -3,6 +3,7 @@ SELECT
     c.campaign_id,
     c.config,
     c.status,
+    c.updated_at,
     coalesce((SELECT max(step) FROM batches b WHERE b.campaign_id = c.campaign_id), 0) AS scheduled,
     coalesce((SELECT max(step) FROM ingested_files f
               WHERE f.campaign_id = c.campaign_id AND f.status = 'loaded'), 0) AS loaded,
