@@ -429,18 +429,26 @@ def test_continuing_campaign_replays_its_history_holding_no_slot_and_no_lock(poo
     assert ctx.store.scheduler_state("second", 1, "selected")["step_offset"] == 2
 
 
-def _run_failing(driver, request: dg.RunRequest, monkeypatch) -> str:
-    """Run ``request`` as the daemon would, failing as a run does whose process is killed or which meets the
-    warehouse locked past a writer's wait: before any campaign asset could mark the campaign failed."""
+def _run_locked_out(driver, request: dg.RunRequest, monkeypatch, tags: dict[str, str] | None = None) -> str:
+    """Run ``request`` (with the daemon's tags, or ``tags``), failing as a run does that meets the warehouse
+    locked past a writer's wait, or whose process is killed: before any asset could mark the campaign failed."""
     from warehouse import store as store_module
 
     def locked(*args, **kwargs):
-        raise store_module.WarehouseLockedError("warehouse is locked by PID 4242 (jupyter) for more than 60 s")
+        raise store_module.WarehouseLockedError(
+            "warehouse is locked by PID 4242 (jupyter) for more than 60 s"
+        )
 
     with monkeypatch.context() as patch:
         patch.setattr(store_module.Warehouse, "session", locked)
         with pytest.raises(CampaignFailed, match="locked by PID 4242"):
-            _execute(driver, request.job_name, request.partition_key, request.run_config, _daemon_tags(request))
+            _execute(
+                driver,
+                request.job_name,
+                request.partition_key,
+                request.run_config,
+                tags or _daemon_tags(request),
+            )
     return request.run_key
 
 
@@ -459,11 +467,11 @@ def test_a_step_whose_run_failed_without_failing_the_campaign_is_retried_under_a
     _execute(driver, "start_campaign", run_config=run_config_for(_config("retried", steps=1)))
     (first,) = _sensor_requests(driver)
     assert first.run_key == "retried:plan:1"
-    keys = [_run_failing(driver, first, monkeypatch)]
+    keys = [_run_locked_out(driver, first, monkeypatch)]
     for attempt in range(1, MAX_RETRIES + 1):
         (request,) = _sensor_requests(driver)
         assert request.run_key == f"retried:plan:1:retry{attempt}" and request.job_name == "plan_step"
-        keys.append(_run_failing(driver, request, monkeypatch))
+        keys.append(_run_locked_out(driver, request, monkeypatch))
     assert len(set(keys)) == MAX_RETRIES + 1  # every attempt a key the daemon has not launched yet
     assert driver.store.campaign("retried")["status"] in ("created", "running")
     result = _evaluate_sensor(driver)
@@ -491,15 +499,7 @@ def test_an_ingestion_the_landing_sensor_launched_is_retried_by_the_campaign_sen
         instance=driver.instance, definitions=driver.defs, resources=dict(driver.defs.resources)
     )
     (ingest,) = landing(context).run_requests
-    with monkeypatch.context() as patch:
-        from warehouse import store as store_module
-
-        def locked(*args, **kwargs):
-            raise store_module.WarehouseLockedError("warehouse is locked by PID 4242 for more than 60 s")
-
-        patch.setattr(store_module.Warehouse, "session", locked)
-        with pytest.raises(CampaignFailed):
-            _execute(driver, "ingest_rollouts", ingest.partition_key, ingest.run_config, ingest.tags)
+    _run_locked_out(driver, ingest.with_replaced_attrs(job_name="ingest_rollouts"), monkeypatch, ingest.tags)
     (retry,) = _sensor_requests(driver)  # its cursor has seen the file: the campaign sensor asks again
     assert (retry.job_name, retry.run_key) == ("ingest_rollouts", "reingested:ingest:1:retry1")
     assert retry.run_config == ingest.run_config
