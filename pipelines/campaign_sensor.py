@@ -143,24 +143,22 @@ def attempt(
 
 def campaign_requests(
     store: Warehouse, landing, instance: dg.DagsterInstance
-) -> tuple[list[dg.RunRequest], list[str]]:
+) -> tuple[list[dg.RunRequest], dict[str, str]]:
     """One request per campaign that can move on now (catalogue work first: it blocks every campaign),
-    and a note per campaign whose step failed more often than it is retried."""
+    and, by campaign, why one whose step failed more often than it is retried waits."""
     active = store.campaigns_in_progress()
-    if active.empty:
-        return [], []
+    requests, notes = [], {}
     for _, row in active.iterrows():
         request = catalog_request(store, row["campaign_id"], list(row["config"].get("sources", [])))
         if request is not None:
             request, note = attempt(instance, request, row["updated_at"])
-            return ([request] if request else []), ([note] if note else [])
-    requests, notes = [], []
+            return ([request] if request else []), ({row["campaign_id"]: note} if note else {})
     for _, row in active.iterrows():
         request = next_request(store, landing, row)
         if request is not None:
             request, note = attempt(instance, request, row["updated_at"])
             requests += [request] if request else []
-            notes += [note] if note else []
+            notes.update({row["campaign_id"]: note} if note else {})
     return requests, notes
 
 
@@ -173,7 +171,7 @@ def campaign_sensor(context: dg.SensorEvaluationContext, paths: PathsResource, w
     """Advance every created or running campaign by one run (see the module docstring)."""
     with warehouse.session(read_only=True) as store:  # one connection for the tick's reads
         requests, notes = campaign_requests(store, paths.paths().landing, context.instance)
-    for note in set(notes) - set(json.loads(context.cursor or "[]")):  # once each, not every tick
+    for note in set(notes.values()) - set(json.loads(context.cursor or "[]")):  # once each, not every tick
         context.log.warning(note)
-    skip = None if requests else "; ".join(notes) or "no campaign is waiting for a run"
-    return dg.SensorResult(run_requests=requests, skip_reason=skip, cursor=json.dumps(sorted(notes)))
+    skip = None if requests else "; ".join(notes.values()) or "no campaign is waiting for a run"
+    return dg.SensorResult(run_requests=requests, skip_reason=skip, cursor=json.dumps(sorted(notes.values())))

@@ -13,6 +13,7 @@ envsched ui                           start the Dagster web UI on localhost
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -354,7 +355,7 @@ def _submit_and_wait(config, ui_url: str) -> None:
     run_id = submit_start(config, ui_url)
     click.echo(f"campaign {config.campaign_id}: start_campaign run {run_id} submitted to {ui_url}; waiting")
     store, shown = Warehouse(_paths().warehouse), None
-    while True:
+    for tick in itertools.count(1):
         time.sleep(2)
         overview = store.campaign_overview(config.campaign_id) if store.path.exists() else None
         if overview is None or overview.empty:
@@ -369,6 +370,21 @@ def _submit_and_wait(config, ui_url: str) -> None:
             raise SystemExit(1)
         if row["status"] == "completed":
             return
+        waits = _stalled(store).get(config.campaign_id) if tick % 5 == 0 else None
+        if waits:  # the daemon retries a failed step a few times, then waits for you
+            click.echo(waits, err=True)
+            raise SystemExit(1)
+
+
+def _stalled(store) -> dict[str, str]:
+    """By campaign, why the daemon no longer advances it: a step whose runs failed more often than the
+    campaign sensor retries them (``campaign_sensor.attempt``)."""
+    import dagster as dg
+
+    from pipelines.campaign_sensor import campaign_requests
+
+    with store.session(read_only=True):
+        return campaign_requests(store, _paths().landing, dg.DagsterInstance.get())[1]
 
 
 @campaign.command("start")
@@ -410,6 +426,9 @@ def campaign_status_command(campaign_id):
     ]
     with pd.option_context("display.max_colwidth", 80, "display.width", 200):
         click.echo(shown.fillna("").to_string(index=False))
+    for waiting, why in _stalled(store).items():
+        if waiting in set(overview["campaign_id"]):
+            click.echo(f"waiting: {why}")
     if campaign_id:
         click.echo(_summary_table(store, campaign_id))
 

@@ -3,11 +3,13 @@
 import dagster as dg
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from campaign.config import CampaignConfig
 from pipelines.batch_contract import batch_problem
 from pipelines.campaign import build_scheduler
 from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
+from pipelines.cli import main
 from pipelines.driver import CampaignFailed, _execute, run_campaign
 from pipelines.paths import Paths
 from pipelines.start_campaign import run_config_for
@@ -479,6 +481,9 @@ def test_a_step_whose_run_failed_without_failing_the_campaign_is_retried_under_a
     why = result.skip_reason.skip_message
     assert "campaign 'retried': plan_step of step 1 failed 4 times" in why
     assert "envsched campaign resume retried --force" in why
+    monkeypatch.setattr(dg.DagsterInstance, "get", lambda: driver.instance)  # the CLI's instance is this one
+    status = CliRunner().invoke(main, ["campaign", "status"])
+    assert status.exit_code == 0 and f"waiting: {why}" in status.output
 
     _execute(driver, "start_campaign", run_config=run_config_for(_config("retried", steps=1)))  # a relaunch
     (request,) = _sensor_requests(driver)
