@@ -56,6 +56,7 @@ def roll_out_and_train(
         rows, metrics = engine.run_step(live, step)
         return batch, *_with_retired(rows, metrics, retired, step, config.group_size)
     scheduler, _ = scheduler_cache.restore(store, config, step, "selected")
+    scheduler.resume_step(step, live["task_id"])  # rebuilt since it selected this batch: take the step up
     next_round = scheduler_refill(scheduler, step)
     rounds: list[pd.DataFrame] = []
 

@@ -129,6 +129,15 @@ class BaselineScheduler:
         """More tasks to roll out this step (dynamic sampling); empty when the step is complete."""
         return self._empty()
 
+    def resume_step(self, step: int, task_ids) -> None:
+        """Take up ``step``, whose first round (``task_ids``) another instance selected, before refilling it
+        (dynamic sampling: DAPO, GRESO); the others have nothing to take up."""
+
+    def _rows(self, task_ids) -> np.ndarray:
+        """Catalogue rows of the given task ids that this scheduler knows."""
+        rows = self._index.get_indexer(pd.Index(task_ids).astype(str))
+        return rows[rows >= 0]
+
     # ---- observations -------------------------------------------------------------------------
     def _group_stats(self, rollouts: pd.DataFrame) -> GroupStats:
         """Check rollouts (raises ValueError, touching no state) and reduce them to per-task groups."""

@@ -146,15 +146,28 @@ class GRESOScheduler(BaselineScheduler):
         self.round_groups, self.round_zero = 0, 0
         return np.concatenate(kept) if kept else np.empty(0, dtype=np.int64)
 
-    def select(self, step: int) -> pd.DataFrame:
+    def _begin_step(self, step: int) -> None:
         if self.step >= 0 and self.step_epoch > 0:  # the previous step ended after the first pass
             self._adapt_p()
         self.step, self.num_informative, self.last_round = int(step), 0, False
         self.n_groups, self.n_easy, self.n_hard = 0, 0, 0
         self.rolled[:] = False
+
+    def select(self, step: int) -> pd.DataFrame:
+        self._begin_step(step)
         idx = self._generate(self.sampling_batch)
         roles = np.where(np.arange(len(idx)) < self.batch_size, "exploit", "oversample")
         return self._frame(idx, roles)
+
+    def resume_step(self, step: int, task_ids) -> None:
+        """Take up ``step``, whose first round (``task_ids``) was chosen before this scheduler was rebuilt from
+        its history (a refreshed pool, an upgrade), so that its refills follow the rule; a no-op for the step
+        this scheduler selected itself."""
+        if int(step) == self.step:
+            return
+        self._begin_step(step)
+        self.rolled[self._rows(task_ids)] = True
+        self.step_epoch, self.round_groups, self.round_zero = self.sampler.epoch, 0, 0
 
     def refill_size(self) -> int:
         """Survivors the next round rolls out, 0 when the step is complete; marks the last round."""

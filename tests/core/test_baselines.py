@@ -371,3 +371,30 @@ def test_baseline_accepts_envsched_task_catalog():
     catalog = catalog_module.TaskCatalog.from_frame(sim.catalog_frame())
     batch = DPSScheduler(catalog, DPSConfig(batch_size=8), seed=0).select(1)
     assert batch["task_id"].is_unique and batch["env_id"].str.startswith("env").all()
+
+
+@pytest.mark.parametrize("cls", [DAPODynamicSampling, DAPO1xDynamicSampling, GRESOScheduler])
+def test_a_rebuilt_dynamic_sampling_scheduler_takes_up_the_step_it_did_not_select(cls):
+    """A scheduler rebuilt between selecting a step and refilling it (a refreshed pool, an upgrade) refills
+    that step as the one that selected it would: the same number of rounds, none repeating a task."""
+    failing = {f"t{i}": [0.0] * 8 for i in range(200)}  # every group zero-variance: refill until the rule stops
+    config = CONFIGS[cls](batch_size=4)
+    selected = cls(tasks(200), config, seed=0)
+    reference = rounds(selected, 1, failing.get)
+
+    rebuilt = cls(tasks(200), config, seed=1)  # fresh: it never selected step 1
+    rebuilt.observe(rollouts({t: failing[t] for t in reference[0]["task_id"]}))
+    assert rebuilt.refill(1).empty  # what the pipeline used to get: no refill at all
+    rebuilt = cls(tasks(200), config, seed=1)
+    rebuilt.resume_step(1, reference[0]["task_id"])
+    frames = [reference[0]]
+    while True:
+        rebuilt.observe(rollouts({t: failing[t] for t in frames[-1]["task_id"]}))
+        extra = rebuilt.refill(1)
+        if extra.empty:
+            break
+        frames.append(extra)
+    assert [len(f) for f in frames] == [len(f) for f in reference]
+    assert pd.concat(frames)["task_id"].is_unique
+    selected.resume_step(1, reference[0]["task_id"])  # the scheduler that selected it: nothing to take up
+    assert selected.refill(1).empty

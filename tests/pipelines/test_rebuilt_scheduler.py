@@ -92,6 +92,11 @@ def test_campaign_carries_on_over_a_refreshed_pool(driver, scheduler, monkeypatc
     assert set(skipped["task_id"]) == unrolled and len(skipped) == 2 * 4
     assert (skipped["reward"] == 0).all() and skipped["error"].str.contains("retired by a catalogue").all()
     assert (landed.loc[~landed["task_id"].isin(unrolled), "status"] == "ok").all()
+    if scheduler == "greso":  # rebuilt before step 2's training, it still refilled step 2 by its rule
+        first = landed[landed["task_id"].isin(first_round) & ~landed["task_id"].isin(unrolled)]
+        informative = int((first.groupby("task_id")["reward"].std(ddof=0) > 0).sum())
+        refilled = len(store.batch(config.campaign_id, 2)) > len(first_round)
+        assert refilled == (informative < config.batch_size), (informative, refilled)
     later = pd.concat([store.batch(config.campaign_id, s) for s in range(3, STEPS + 1)])
     assert not set(later["task_id"]) & retired
     assert not set(store.task_stats(config.campaign_id)["task_id"]) & retired
