@@ -377,9 +377,8 @@ def test_baseline_accepts_envsched_task_catalog():
 def test_a_rebuilt_dynamic_sampling_scheduler_takes_up_the_step_it_did_not_select(cls):
     """A scheduler rebuilt between selecting a step and refilling it (a refreshed pool, an upgrade) refills
     that step as the one that selected it would: the same number of rounds, none repeating a task."""
-    failing = {
-        f"t{i}": [0.0] * 8 for i in range(200)
-    }  # every group zero-variance: refill until the rule stops
+    # every group zero-variance: refill until the rule stops
+    failing = {f"t{i}": [0.0] * 8 for i in range(200)}
     config = CONFIGS[cls](batch_size=4)
     selected = cls(tasks(200), config, seed=0)
     reference = rounds(selected, 1, failing.get)
