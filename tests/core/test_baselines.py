@@ -55,9 +55,10 @@ def small_sim() -> Simulator:
     return Simulator(SimConfig(n_envs=6, tasks_per_env=20, heldout_per_env=2), seed=3)
 
 
-def rounds(sched, step: int, rewards_of) -> list[pd.DataFrame]:
-    """Run one step's rounds by hand: select, then refill until empty; ``rewards_of(task_id)``."""
-    frames = [sched.select(step)]
+def rounds(sched, step: int, rewards_of, first: pd.DataFrame | None = None) -> list[pd.DataFrame]:
+    """Run one step's rounds by hand: select (or take ``first`` as the first round), then refill until
+    empty; ``rewards_of(task_id)``."""
+    frames = [sched.select(step) if first is None else first]
     while True:
         sched.observe(rollouts({t: rewards_of(t) for t in frames[-1]["task_id"]}, step=step))
         extra = sched.refill(step)
@@ -388,13 +389,7 @@ def test_a_rebuilt_dynamic_sampling_scheduler_takes_up_the_step_it_did_not_selec
     assert rebuilt.refill(1).empty  # what the pipeline used to get: no refill at all
     rebuilt = cls(tasks(200), config, seed=1)
     rebuilt.resume_step(1, reference[0]["task_id"])
-    frames = [reference[0]]
-    while True:
-        rebuilt.observe(rollouts({t: failing[t] for t in frames[-1]["task_id"]}))
-        extra = rebuilt.refill(1)
-        if extra.empty:
-            break
-        frames.append(extra)
+    frames = rounds(rebuilt, 1, failing.get, first=reference[0])
     assert [len(f) for f in frames] == [len(f) for f in reference]
     assert pd.concat(frames)["task_id"].is_unique
     selected.resume_step(1, reference[0]["task_id"])  # the scheduler that selected it: nothing to take up
