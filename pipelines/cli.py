@@ -211,7 +211,7 @@ def run(steps: int, sources: tuple[str, ...], source_options: tuple[str, ...], b
         steps=steps,
         batch_size=batch_size,
     )
-    _run_campaign(config)
+    _run_here_or_on_ui(config)
     summary = _driver_context().store.query("SELECT * FROM source_summary ORDER BY source")
     click.echo(f"Catalogue:\n{summary.to_string(index=False)}\n")
     _print_next_steps()
@@ -308,7 +308,10 @@ def _campaign_config(options: dict):
         raise click.UsageError(str(exc)) from None
 
 
-UI_URL = os.environ.get("ENVSCHED_UI_URL", "http://127.0.0.1:3000")
+UI_URL_DEFAULT = (
+    "default: ENVSCHED_UI_URL, else the URL the last `envsched ui` on this data folder recorded, else "
+    "http://127.0.0.1:3000"
+)
 
 
 @campaign.command("run")
@@ -317,24 +320,29 @@ UI_URL = os.environ.get("ENVSCHED_UI_URL", "http://127.0.0.1:3000")
     "--ui-url",
     default=None,
     help="Submit to this running `envsched ui` and wait (default: in this process, unless the instance's "
-    "daemon is running, then to " + UI_URL + ").",
+    "daemon is running, then to the running UI; " + UI_URL_DEFAULT + ").",
 )
 def campaign_run(ui_url, **options):
     """Start (or resume) a campaign and wait until it completes: through the running UI's daemon when
     there is one, else in this process through the same runs and sensors; prints a per-step summary."""
-    from pipelines.submit import daemon_running
-
     config = _campaign_config(options)
     _load_with_source_options(options)
-    paths = _paths()
-    if ui_url or daemon_running():
-        _submit_and_wait(config, ui_url or UI_URL)
-        from warehouse.store import Warehouse
-
-        click.echo(_summary_table(Warehouse(paths.warehouse), config.campaign_id))
-    else:
-        _run_campaign(config)
+    _run_here_or_on_ui(config, ui_url)
     _print_next_steps()
+
+
+def _run_here_or_on_ui(config, ui_url: str | None = None, force: bool = False) -> None:
+    """Run the campaign through the running UI's daemon when there is one (or ``ui_url`` is given), else
+    in this process: never both, or the two would advance the same campaign."""
+    from pipelines.submit import daemon_running, running_ui_url
+    from warehouse.store import Warehouse
+
+    paths = _paths()
+    if not (ui_url or daemon_running()):
+        _run_campaign(config, force=force)
+        return
+    _submit_and_wait(config, ui_url or running_ui_url(paths), resume_failed=force)
+    click.echo(_summary_table(Warehouse(paths.warehouse), config.campaign_id))
 
 
 def _load_with_source_options(options: dict) -> None:
@@ -346,34 +354,44 @@ def _load_with_source_options(options: dict) -> None:
         prepare_catalog(_driver_context(), list(options["sources"]), source_options)
 
 
-def _submit_and_wait(config, ui_url: str) -> None:
+def _submit_and_wait(config, ui_url: str, resume_failed: bool = False) -> None:
+    """Submit `start_campaign` to the UI, wait until its run has registered (or refused) the campaign,
+    then follow the campaign to its end."""
     import time
 
-    from pipelines.submit import submit_start
+    from pipelines.driver import failed_earlier
+    from pipelines.submit import RunFailed, submit_start, wait_for_run
     from warehouse.store import Warehouse
 
-    run_id = submit_start(config, ui_url)
-    click.echo(f"campaign {config.campaign_id}: start_campaign run {run_id} submitted to {ui_url}; waiting")
+    campaign_id = config.campaign_id
+    run_id = submit_start(config, ui_url, resume_failed)
+    click.echo(f"campaign {campaign_id}: start_campaign run {run_id} submitted to {ui_url}; waiting")
+    try:
+        wait_for_run(run_id, ui_url)
+    except RunFailed as exc:
+        click.echo(f"campaign {campaign_id} not started: {exc}", err=True)
+        raise SystemExit(1) from None
     store, shown = Warehouse(_paths().warehouse), None
-    for tick in itertools.count(1):
-        time.sleep(2)
-        overview = store.campaign_overview(config.campaign_id) if store.path.exists() else None
-        if overview is None or overview.empty:
-            continue
-        row = overview.iloc[0]
+    for tick in itertools.count():
+        row = store.campaign_overview(campaign_id).iloc[0]
         line = f"  {row['status']}: step {row['step']}/{row['steps']}"
         if line != shown:
             click.echo(line)
             shown = line
         if row["status"] == "failed":
-            click.echo(f"campaign {config.campaign_id} failed: {row['status_reason']}", err=True)
+            why = row["status_reason"]
+            click.echo(
+                failed_earlier(campaign_id, why) if tick == 0 else f"campaign {campaign_id} failed: {why}",
+                err=True,
+            )
             raise SystemExit(1)
         if row["status"] == "completed":
             return
-        waits = _stalled(store).get(config.campaign_id) if tick % 5 == 0 else None
+        waits = _stalled(store).get(campaign_id) if tick % 5 == 4 else None
         if waits:  # the daemon retries a failed step a few times, then waits for you
             click.echo(waits, err=True)
             raise SystemExit(1)
+        time.sleep(2)
 
 
 def _stalled(store) -> dict[str, str]:
@@ -389,14 +407,15 @@ def _stalled(store) -> dict[str, str]:
 
 @campaign.command("start")
 @_campaign_options
-@click.option("--ui-url", default=UI_URL, show_default=True, help="The running `envsched ui`.")
+@click.option("--ui-url", default=None, help=f"The running `envsched ui` ({UI_URL_DEFAULT}).")
 def campaign_start(ui_url, **options):
     """Submit a `start_campaign` run to the running UI and return at once; its daemon runs the campaign
     to the end (follow it with `envsched campaign status ID` or in the UI)."""
-    from pipelines.submit import submit_start
+    from pipelines.submit import running_ui_url, submit_start
 
     config = _campaign_config(options)
     _load_with_source_options(options)
+    ui_url = ui_url or running_ui_url(_paths())
     run_id = submit_start(config, ui_url)
     click.echo(f"campaign {config.campaign_id}: start_campaign run {run_id} submitted to {ui_url}")
     click.echo(f"follow it: envsched campaign status {config.campaign_id}   or   {ui_url}/runs/{run_id}")
@@ -440,14 +459,19 @@ def campaign_status_command(campaign_id):
     is_flag=True,
     help="Resume a campaign that failed (after removing the stray or bad landing file that stopped it).",
 )
-def campaign_resume(campaign_id: str, force: bool) -> None:
-    """Resume a campaign from where it stopped, with its stored config."""
+@click.option(
+    "--ui-url",
+    default=None,
+    help="Resume it through this running `envsched ui` and wait (default: as `campaign run` decides).",
+)
+def campaign_resume(campaign_id: str, force: bool, ui_url: str | None) -> None:
+    """Resume a campaign from where it stopped, with its stored config: through the running UI's daemon
+    when there is one (never beside it: both would advance the campaign), else in this process."""
     from pipelines.campaign import CampaignConfig
     from warehouse.store import Warehouse
 
-    store = Warehouse(_paths().warehouse)
-    config = CampaignConfig.from_dict(store.campaign(campaign_id)["config"])
-    _run_campaign(config, force=force)
+    config = CampaignConfig.from_dict(Warehouse(_paths().warehouse).campaign(campaign_id)["config"])
+    _run_here_or_on_ui(config, ui_url, force)
 
 
 @main.group()
@@ -509,7 +533,7 @@ def sql(query: str) -> None:
 @click.option("--port", default=3000, show_default=True)
 def ui(port: int) -> None:
     """Start `dagster dev` on localhost (Ctrl-C stops it)."""
-    _paths()
+    _paths().ui_url.write_text(f"http://127.0.0.1:{port}")  # where later commands submit campaigns
     # A process started in the background inherits SIGINT as ignored; reset both signals so
     # `dagster dev` (and its children) can be stopped normally.
     signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -59,6 +59,7 @@ def dagster_dev(
         preexec_fn=_reset_signals,
     )
     url = f"http://127.0.0.1:{port}"
+    paths.ui_url.write_text(url)
     try:
         _wait_ready(url, process, ready_timeout_s)
         yield url

@@ -140,12 +140,8 @@ def ingest_pending(
 
     A failed ingest raises CampaignFailed only if it failed the campaign; a stray file quarantined
     without stopping the campaign (a conflicting re-delivery, a future step) is reported and skipped."""
-    sensor = ctx.defs.resolve_sensor_def("landing_sensor")
-    context = dg.build_sensor_context(
-        instance=ctx.instance, cursor=cursor, definitions=ctx.defs, resources=dict(ctx.defs.resources or {})
-    )
-    result = sensor(context)  # Dagster's documented way to evaluate a sensor outside the daemon
-    requests = [r for r in result.run_requests or [] if campaign_id is None or r.partition_key == campaign_id]
+    requests, cursor = _evaluate(ctx, "landing_sensor", cursor)
+    requests = [r for r in requests if campaign_id is None or r.partition_key == campaign_id]
     for request in requests:
         try:
             _execute(
@@ -153,7 +149,7 @@ def ingest_pending(
                 "ingest_rollouts",
                 request.partition_key,
                 request.run_config,
-                {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": sensor.name},
+                sensor_run_tags(request, "landing_sensor"),
             )
         except CampaignFailed as exc:
             status = ctx.store.campaign(request.partition_key)
@@ -164,7 +160,13 @@ def ingest_pending(
             if waiting and request.tags.get(STEP_TAG) == str(progress["scheduled"]):
                 raise  # the step the campaign waits for failed (a crash, a lock): not a stray file to skip
             ctx.notify(f"skipped: {exc}")
-    return len(requests), result.cursor
+    return len(requests), cursor
+
+
+def sensor_run_tags(request: dg.RunRequest, sensor_name: str) -> dict[str, str]:
+    """The tags the daemon gives a run it launched for ``request``: the request's, its run key, its sensor
+    (the campaign sensor finds a step's earlier attempts by them)."""
+    return {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": sensor_name}
 
 
 def _evaluate(ctx: DriverContext, sensor_name: str, cursor: str | None = None) -> tuple[list, str | None]:
@@ -188,7 +190,7 @@ def advance_once(ctx: DriverContext, campaign_id: str) -> int:
             request.job_name,
             request.partition_key,
             request.run_config,
-            {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": "campaign_sensor"},
+            sensor_run_tags(request, "campaign_sensor"),
         )
     return len(mine)
 
@@ -211,14 +213,18 @@ def run_campaign(
         status = ctx.store.campaign(campaign_id)
         if status["status"] == "failed":
             if not force:
-                raise CampaignFailed(
-                    f"campaign '{campaign_id}' failed earlier: {status['status_reason']}; after fixing the "
-                    f"cause (e.g. removing a stray file), run `envsched campaign resume {campaign_id} --force`"
-                )
+                raise CampaignFailed(failed_earlier(campaign_id, status["status_reason"]))
             ctx.notify(f"campaign {campaign_id}: resuming after failure ({status['status_reason']})")
             ctx.store.set_campaign_status(campaign_id, "running")
     _execute(ctx, "start_campaign", run_config=run_config_for(config))
     follow_campaign(ctx, campaign_id, config.steps, on_step)
+
+
+def failed_earlier(campaign_id: str, reason: str) -> str:
+    return (
+        f"campaign '{campaign_id}' failed earlier: {reason}; after fixing the cause (e.g. removing a stray "
+        f"file), run `envsched campaign resume {campaign_id} --force`"
+    )
 
 
 def follow_campaign(

@@ -51,6 +51,11 @@ class Paths:
     def landing(self) -> Path:
         return self.home / "landing"
 
+    @property
+    def ui_url(self) -> Path:
+        """The URL of the last `envsched ui` started on this folder (the CLI submits campaigns to it)."""
+        return self.home / "ui-url"
+
     def ensure(self) -> Paths:
         """Create the folders and the Dagster instance config (kept if the user edited it)."""
         for folder in (self.home, self.dagster_home, self.mlflow_artifacts, self.checkpoints, self.landing):

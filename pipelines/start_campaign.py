@@ -73,11 +73,14 @@ class StartCampaignConfig(dg.Config):
         )
 
 
-def run_config_for(config: CampaignConfig) -> dict:
-    """The `start_campaign` run config that starts ``config`` (CLI and schedules use it)."""
+def run_config_for(config: CampaignConfig, resume_failed: bool = False) -> dict:
+    """The `start_campaign` run config that starts ``config`` (CLI and schedules use it);
+    ``resume_failed`` resumes it if it failed."""
     fields = config.to_dict()
     options = dict(fields.pop("engine_options"))
     fields["engine_options"] = options
+    if resume_failed:
+        fields["resume_failed"] = True
     return {"ops": {"register_campaign": {"config": fields}}}
 
 

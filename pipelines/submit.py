@@ -6,6 +6,7 @@ by the daemon from the code location, and shows in the job's Runs tab like a Lau
 
 from __future__ import annotations
 
+import os
 import time
 from urllib.parse import urlparse
 
@@ -13,13 +14,27 @@ import dagster as dg
 
 from campaign.config import CampaignConfig
 from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
+from pipelines.paths import Paths
 from pipelines.start_campaign import run_config_for
 
 HEARTBEAT_FRESH_S = 60.0
+DEFAULT_UI_URL = "http://127.0.0.1:3000"
+FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
 class UINotRunning(RuntimeError):
     """No webserver answers at the URL."""
+
+
+class RunFailed(RuntimeError):
+    """A submitted run ended without success; the message says why in one line."""
+
+
+def running_ui_url(paths: Paths) -> str:
+    """Where the running UI is: ENVSCHED_UI_URL, else the URL `envsched ui` recorded in the data folder
+    (so `envsched ui --port 3310` needs no flag on later commands), else the default port."""
+    recorded = paths.ui_url.read_text().strip() if paths.ui_url.exists() else ""
+    return os.environ.get("ENVSCHED_UI_URL") or recorded or DEFAULT_UI_URL
 
 
 def daemon_running(instance: dg.DagsterInstance | None = None) -> bool:
@@ -29,19 +44,25 @@ def daemon_running(instance: dg.DagsterInstance | None = None) -> bool:
     return heartbeat is not None and time.time() - heartbeat.timestamp < HEARTBEAT_FRESH_S
 
 
-def submit_start(config: CampaignConfig, ui_url: str) -> str:
-    """Submit `start_campaign` for ``config`` to the UI at ``ui_url``; returns the run id at once."""
-    import requests
-    from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+def _client(ui_url: str):
+    from dagster_graphql import DagsterGraphQLClient
 
     url = urlparse(ui_url)
-    client = DagsterGraphQLClient(
+    return DagsterGraphQLClient(
         url.hostname or "127.0.0.1", port_number=url.port, use_https=url.scheme == "https", timeout=30
     )
+
+
+def submit_start(config: CampaignConfig, ui_url: str, resume_failed: bool = False) -> str:
+    """Submit `start_campaign` for ``config`` to the UI at ``ui_url``; returns the run id at once.
+    ``resume_failed`` resumes the campaign if it failed (`envsched campaign resume --force`)."""
+    import requests
+    from dagster_graphql import DagsterGraphQLClientError
+
     try:
-        return client.submit_job_execution(
+        return _client(ui_url).submit_job_execution(
             "start_campaign",
-            run_config=run_config_for(config),
+            run_config=run_config_for(config, resume_failed),
             tags={CAMPAIGN_TAG: config.campaign_id, STEP_TAG: "0"},
         )
     except (requests.exceptions.ConnectionError, DagsterGraphQLClientError) as exc:
@@ -51,3 +72,32 @@ def submit_start(config: CampaignConfig, ui_url: str) -> str:
                 "here with `envsched campaign run`"
             ) from None
         raise
+
+
+def wait_for_run(run_id: str, ui_url: str, poll_s: float = 1.0) -> None:
+    """Block until the UI at ``ui_url`` reports the run ended; raise RunFailed with its cause unless it
+    succeeded. Until its `start_campaign` run has ended, a campaign's row shows what it was before (or
+    nothing): a relaunch refused, or a resume not yet applied, must not read as the campaign's outcome."""
+    client = _client(ui_url)
+    while (status := client.get_run_status(run_id)) not in FINISHED:
+        time.sleep(poll_s)
+    if status != dg.DagsterRunStatus.SUCCESS:
+        raise RunFailed(f"start_campaign run {run_id} {status.value.lower()}: {failure_line(run_id, ui_url)}")
+
+
+def failure_line(run_id: str, ui_url: str) -> str:
+    """Why a finished run failed, in one line: its failed steps' causes, else the run's failure message
+    (read from this data folder's instance, the UI's own)."""
+    from pipelines.driver import error_line
+
+    instance = dg.DagsterInstance.get()
+    steps = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    causes = [
+        error_line(e.dagster_event.step_failure_data.error)
+        for e in steps
+        if e.dagster_event and e.dagster_event.step_failure_data.error
+    ]
+    if not causes:
+        ended = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+        causes = [" ".join(e.message.split()) for e in ended if e.message]
+    return "; ".join(causes) or f"see {ui_url}/runs/{run_id}"

@@ -10,7 +10,7 @@ from pipelines.batch_contract import batch_problem
 from pipelines.campaign import build_scheduler
 from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
 from pipelines.cli import main
-from pipelines.driver import CampaignFailed, _execute, run_campaign
+from pipelines.driver import CampaignFailed, _execute, run_campaign, sensor_run_tags
 from pipelines.paths import Paths
 from pipelines.start_campaign import run_config_for
 
@@ -449,13 +449,9 @@ def _run_locked_out(driver, request: dg.RunRequest, monkeypatch, tags: dict[str,
                 request.job_name,
                 request.partition_key,
                 request.run_config,
-                tags or _daemon_tags(request),
+                tags or sensor_run_tags(request, "campaign_sensor"),
             )
     return request.run_key
-
-
-def _daemon_tags(request: dg.RunRequest) -> dict[str, str]:
-    return {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": "campaign_sensor"}
 
 
 def test_a_step_whose_run_failed_without_failing_the_campaign_is_retried_under_a_new_run_key(
@@ -488,7 +484,13 @@ def test_a_step_whose_run_failed_without_failing_the_campaign_is_retried_under_a
     _execute(driver, "start_campaign", run_config=run_config_for(_config("retried", steps=1)))  # a relaunch
     (request,) = _sensor_requests(driver)
     assert request.run_key == f"retried:plan:1:retry{MAX_RETRIES + 1}"
-    _execute(driver, request.job_name, request.partition_key, request.run_config, _daemon_tags(request))
+    _execute(
+        driver,
+        request.job_name,
+        request.partition_key,
+        request.run_config,
+        sensor_run_tags(request, "campaign_sensor"),
+    )
     (request,) = _sensor_requests(driver)  # the step moved on: its train run has a key of its own
     assert request.run_key == "retried:train:1"
 
@@ -497,7 +499,13 @@ def test_an_ingestion_the_landing_sensor_launched_is_retried_by_the_campaign_sen
     _execute(driver, "start_campaign", run_config=run_config_for(_config("reingested", steps=1)))
     for _ in range(2):  # plan, then train: the landing file is written
         (request,) = _sensor_requests(driver)
-        _execute(driver, request.job_name, request.partition_key, request.run_config, _daemon_tags(request))
+        _execute(
+            driver,
+            request.job_name,
+            request.partition_key,
+            request.run_config,
+            sensor_run_tags(request, "campaign_sensor"),
+        )
     assert _sensor_requests(driver) == []  # the landing sensor's to ingest
     landing = driver.defs.resolve_sensor_def("landing_sensor")
     context = dg.build_sensor_context(
@@ -508,7 +516,13 @@ def test_an_ingestion_the_landing_sensor_launched_is_retried_by_the_campaign_sen
     (retry,) = _sensor_requests(driver)  # its cursor has seen the file: the campaign sensor asks again
     assert (retry.job_name, retry.run_key) == ("ingest_rollouts", "reingested:ingest:1:retry1")
     assert retry.run_config == ingest.run_config
-    _execute(driver, retry.job_name, retry.partition_key, retry.run_config, _daemon_tags(retry))
+    _execute(
+        driver,
+        retry.job_name,
+        retry.partition_key,
+        retry.run_config,
+        sensor_run_tags(retry, "campaign_sensor"),
+    )
     assert driver.store.progress("reingested") == {"scheduled": 1, "loaded": 1, "observed": 1}
 
 

@@ -2,6 +2,7 @@
 Playwright) starts a campaign from the Launchpad of `start_campaign`, and `envsched campaign start`
 submits one from the shell; the daemon runs both to `completed` with no further action."""
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -115,3 +116,41 @@ def test_ui_cli_campaign_start_returns_at_once_and_the_daemon_completes_it(ui, m
     shown = CliRunner().invoke(main, ["campaign", "status", "cli-start"])
     assert shown.exit_code == 0 and "completed" in shown.output and "3/3" in shown.output
     assert "mean_sel_var" in shown.output
+
+
+@pytest.mark.slow
+def test_ui_cli_resume_goes_through_the_daemon_and_a_refused_start_is_an_error(ui, monkeypatch):
+    """A failed campaign is resumed through the daemon, not beside it in the CLI's process (both would
+    advance it); a `start_campaign` run that refuses the config fails the command instead of reporting
+    the campaign already stored under that id."""
+    from click.testing import CliRunner
+
+    from pipelines.campaign import CampaignConfig
+    from pipelines.cli import main
+
+    url, home, log_path = ui
+    monkeypatch.setenv("ENVSCHED_HOME", str(home.home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home.dagster_home))
+    config = CampaignConfig("cli-resume", splits=["base"], batch_size=8, group_size=4, eval_every=0, steps=2)
+    store = Warehouse(home.warehouse)
+    with store.transaction() as conn:  # one statement: the daemon never sees it other than failed
+        conn.execute(
+            "INSERT INTO campaigns VALUES (?, ?, 'envsched', 'failed', 'plan_step of step 1: a stray file', "
+            "now(), now())",
+            [config.campaign_id, json.dumps(config.to_dict(), sort_keys=True)],
+        )
+
+    refused = CliRunner().invoke(main, ["campaign", "resume", "cli-resume"])
+    assert refused.exit_code == 1 and "--force" in refused.output
+    resumed = CliRunner().invoke(main, ["campaign", "resume", "cli-resume", "--force"])
+    log = log_path.read_text(errors="replace")[-3000:]
+    assert resumed.exit_code == 0, f"{resumed.output}\n{log}"
+    assert f"submitted to {url}" in resumed.output  # the daemon ran it: the CLI only waited
+    assert store.campaign("cli-resume")["status"] == "completed"
+    assert store.progress("cli-resume")["observed"] == 2
+
+    args = ["campaign", "run", "--steps", "3", "--campaign-id", "cli-resume", "--split", "base"]
+    args += ["--batch-size", "8", "--group-size", "4", "--eval-every", "0", "--ui-url", url]
+    conflict = CliRunner().invoke(main, args)  # the same id with another config: register_campaign refuses
+    assert conflict.exit_code == 1, conflict.output
+    assert "not started" in conflict.output and "exists with a different config" in conflict.output
