@@ -68,8 +68,8 @@ def submit_start(config: CampaignConfig, ui_url: str, resume_failed: bool = Fals
     except (requests.exceptions.ConnectionError, DagsterGraphQLClientError) as exc:
         if "Connection" in type(exc).__name__ or "connect" in str(exc).lower():
             raise UINotRunning(
-                f"no Dagster UI at {ui_url}: start it with `make ui` (or `envsched ui`), or run the campaign "
-                "here with `envsched campaign run`"
+                f"no Dagster UI at {ui_url}: start it with `make ui` (or `envsched ui`), pass the URL of the one "
+                "running with --ui-url, or run the campaign here with `envsched campaign run`"
             ) from None
         raise
 

@@ -59,3 +59,20 @@ def test_cli_source_option_without_a_source_prefix_is_a_clear_error(home):
         main, ["campaign", "run", "--steps", "1", "--source", "synthetic", "--source-option", "bfcl.x=1"]
     )
     assert other.exit_code != 0 and "not among --source" in other.output
+
+
+def test_cli_campaign_start_finds_the_recorded_ui_and_names_one_that_does_not_answer(home, monkeypatch):
+    from pipelines.dev_server import free_port
+    from pipelines.paths import Paths
+
+    monkeypatch.delenv("ENVSCHED_UI_URL", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    gone = f"http://127.0.0.1:{free_port()}"  # the last `envsched ui` recorded it, then stopped
+    Paths(home).ensure().ui_url.write_text(gone)
+    result = CliRunner().invoke(main, ["campaign", "start", "--steps", "1", "--campaign-id", "nowhere"])
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert f"no Dagster UI at {gone}" in line and "--ui-url" in line
+    monkeypatch.setenv("ENVSCHED_UI_URL", other := f"http://127.0.0.1:{free_port()}")
+    result = CliRunner().invoke(main, ["campaign", "start", "--steps", "1", "--campaign-id", "nowhere"])
+    assert f"no Dagster UI at {other}" in result.output

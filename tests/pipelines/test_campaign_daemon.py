@@ -444,14 +444,14 @@ def _run_locked_out(driver, request: dg.RunRequest, monkeypatch, tags: dict[str,
     with monkeypatch.context() as patch:
         patch.setattr(store_module.Warehouse, "session", locked)
         with pytest.raises(CampaignFailed, match="locked by PID 4242"):
-            _execute(
-                driver,
-                request.job_name,
-                request.partition_key,
-                request.run_config,
-                tags or sensor_run_tags(request, "campaign_sensor"),
-            )
+            _launch(driver, request, tags)
     return request.run_key
+
+
+def _launch(driver, request: dg.RunRequest, tags: dict[str, str] | None = None) -> None:
+    """Execute ``request`` as the daemon launches it (with its run key and sensor tags)."""
+    tags = tags or sensor_run_tags(request, "campaign_sensor")
+    _execute(driver, request.job_name, request.partition_key, request.run_config, tags)
 
 
 def test_a_step_whose_run_failed_without_failing_the_campaign_is_retried_under_a_new_run_key(
@@ -484,13 +484,7 @@ def test_a_step_whose_run_failed_without_failing_the_campaign_is_retried_under_a
     _execute(driver, "start_campaign", run_config=run_config_for(_config("retried", steps=1)))  # a relaunch
     (request,) = _sensor_requests(driver)
     assert request.run_key == f"retried:plan:1:retry{MAX_RETRIES + 1}"
-    _execute(
-        driver,
-        request.job_name,
-        request.partition_key,
-        request.run_config,
-        sensor_run_tags(request, "campaign_sensor"),
-    )
+    _launch(driver, request)
     (request,) = _sensor_requests(driver)  # the step moved on: its train run has a key of its own
     assert request.run_key == "retried:train:1"
 
@@ -499,13 +493,7 @@ def test_an_ingestion_the_landing_sensor_launched_is_retried_by_the_campaign_sen
     _execute(driver, "start_campaign", run_config=run_config_for(_config("reingested", steps=1)))
     for _ in range(2):  # plan, then train: the landing file is written
         (request,) = _sensor_requests(driver)
-        _execute(
-            driver,
-            request.job_name,
-            request.partition_key,
-            request.run_config,
-            sensor_run_tags(request, "campaign_sensor"),
-        )
+        _launch(driver, request)
     assert _sensor_requests(driver) == []  # the landing sensor's to ingest
     landing = driver.defs.resolve_sensor_def("landing_sensor")
     context = dg.build_sensor_context(
@@ -516,13 +504,7 @@ def test_an_ingestion_the_landing_sensor_launched_is_retried_by_the_campaign_sen
     (retry,) = _sensor_requests(driver)  # its cursor has seen the file: the campaign sensor asks again
     assert (retry.job_name, retry.run_key) == ("ingest_rollouts", "reingested:ingest:1:retry1")
     assert retry.run_config == ingest.run_config
-    _execute(
-        driver,
-        retry.job_name,
-        retry.partition_key,
-        retry.run_config,
-        sensor_run_tags(retry, "campaign_sensor"),
-    )
+    _launch(driver, retry)
     assert driver.store.progress("reingested") == {"scheduled": 1, "loaded": 1, "observed": 1}
 
 
