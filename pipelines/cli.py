@@ -181,7 +181,14 @@ def _summary_table(store, campaign_id: str) -> str:
 
 
 def _print_next_steps() -> None:
-    click.echo("Next: `make ui` opens Dagster at http://127.0.0.1:3000 ; query the warehouse with e.g.")
+    from pipelines.submit import daemon_running, running_ui_url
+
+    where = (
+        f"the UI at {running_ui_url(_paths())} shows"
+        if daemon_running()
+        else "`make ui` opens Dagster at http://127.0.0.1:3000 with"
+    )
+    click.echo(f"Next: {where} the runs; query the warehouse with e.g.")
     click.echo('  .venv/bin/envsched sql "SELECT * FROM campaign_steps ORDER BY campaign_id, step"')
     click.echo('  .venv/bin/envsched sql "SELECT * FROM environment_summary ORDER BY tasks DESC LIMIT 10"')
 
@@ -357,9 +364,6 @@ def _load_with_source_options(options: dict) -> None:
 def _submit_and_wait(config, ui_url: str, resume_failed: bool = False) -> None:
     """Submit `start_campaign` to the UI, wait until its run has registered (or refused) the campaign,
     then follow the campaign to its end."""
-    import time
-
-    from pipelines.driver import failed_earlier
     from pipelines.submit import RunFailed, submit_start, wait_for_run
     from warehouse.store import Warehouse
 
@@ -371,7 +375,17 @@ def _submit_and_wait(config, ui_url: str, resume_failed: bool = False) -> None:
     except RunFailed as exc:
         click.echo(f"campaign {campaign_id} not started: {exc}", err=True)
         raise SystemExit(1) from None
-    store, shown = Warehouse(_paths().warehouse), None
+    _follow_on_ui(Warehouse(_paths().warehouse), campaign_id)
+
+
+def _follow_on_ui(store, campaign_id: str) -> None:
+    """Print the campaign's status and step as the daemon advances it; exit 1 when it fails, when the
+    daemon stops retrying a step, or when no daemon runs any more (the UI was stopped)."""
+    import time
+
+    from pipelines.driver import failed_earlier
+
+    shown = None
     for tick in itertools.count():
         row = store.campaign_overview(campaign_id).iloc[0]
         line = f"  {row['status']}: step {row['step']}/{row['steps']}"
@@ -387,11 +401,25 @@ def _submit_and_wait(config, ui_url: str, resume_failed: bool = False) -> None:
             raise SystemExit(1)
         if row["status"] == "completed":
             return
-        waits = _stalled(store).get(campaign_id) if tick % 5 == 4 else None
-        if waits:  # the daemon retries a failed step a few times, then waits for you
-            click.echo(waits, err=True)
+        stuck = _why_stuck(store, campaign_id, line) if tick % 5 == 4 else None  # every 10 s
+        if stuck:
+            click.echo(stuck, err=True)
             raise SystemExit(1)
         time.sleep(2)
+
+
+def _why_stuck(store, campaign_id: str, where: str) -> str | None:
+    """Why nothing advances the campaign any more: the daemon stopped (the UI was closed), or it gave up
+    retrying a step (it retries a failed step a few times, then waits for you); None while it runs."""
+    from pipelines.submit import daemon_running
+
+    if not daemon_running():
+        return (
+            f"campaign {campaign_id} ({where.strip()}): no Dagster daemon runs on this data folder any more "
+            f"(the UI stopped?); start `make ui` again and it carries on, or continue it here with "
+            f"`envsched campaign resume {campaign_id}`"
+        )
+    return _stalled(store).get(campaign_id)
 
 
 def _stalled(store) -> dict[str, str]:

@@ -82,7 +82,8 @@ def wait_for_run(run_id: str, ui_url: str, poll_s: float = 1.0) -> None:
     while (status := client.get_run_status(run_id)) not in FINISHED:
         time.sleep(poll_s)
     if status != dg.DagsterRunStatus.SUCCESS:
-        raise RunFailed(f"start_campaign run {run_id} {status.value.lower()}: {failure_line(run_id, ui_url)}")
+        ended = "failed" if status == dg.DagsterRunStatus.FAILURE else "was canceled"
+        raise RunFailed(f"start_campaign run {run_id} {ended}: {failure_line(run_id, ui_url)}")
 
 
 def failure_line(run_id: str, ui_url: str) -> str:

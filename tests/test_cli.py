@@ -76,3 +76,24 @@ def test_cli_campaign_start_finds_the_recorded_ui_and_names_one_that_does_not_an
     monkeypatch.setenv("ENVSCHED_UI_URL", other := f"http://127.0.0.1:{free_port()}")
     result = CliRunner().invoke(main, ["campaign", "start", "--steps", "1", "--campaign-id", "nowhere"])
     assert f"no Dagster UI at {other}" in result.output
+
+
+def test_cli_following_a_campaign_on_the_ui_stops_once_no_daemon_runs(home, monkeypatch, capsys):
+    """`campaign run` waiting on the UI does not wait for ever once the UI (its daemon) is stopped."""
+    import pytest
+
+    from campaign.config import CampaignConfig
+    from pipelines.cli import _follow_on_ui
+    from pipelines.paths import Paths
+    from warehouse.store import Warehouse
+
+    monkeypatch.setenv("DAGSTER_HOME", str(Paths(home).ensure().dagster_home))  # no daemon beats there
+    store = Warehouse(Paths(home).warehouse)
+    store.create_campaign("orphaned", CampaignConfig("orphaned", steps=3).to_dict(), "envsched")
+    store.set_campaign_status("orphaned", "running")
+    with pytest.raises(SystemExit) as exit_info:
+        _follow_on_ui(store, "orphaned")
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "no Dagster daemon runs on this data folder any more" in err and "step 0/3" in err
+    assert "envsched campaign resume orphaned" in err
