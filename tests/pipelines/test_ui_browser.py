@@ -131,7 +131,7 @@ def test_ui_cli_resume_goes_through_the_daemon_and_a_refused_start_is_an_error(u
     url, home, log_path = ui
     monkeypatch.setenv("ENVSCHED_HOME", str(home.home))
     monkeypatch.setenv("DAGSTER_HOME", str(home.dagster_home))
-    config = CampaignConfig("cli-resume", splits=["base"], batch_size=8, group_size=4, eval_every=0, steps=2)
+    config = CampaignConfig("cli-resume", splits=["base"], batch_size=8, group_size=4, eval_every=0, steps=1)
     store = Warehouse(home.warehouse)
     with store.transaction() as conn:  # one statement: the daemon never sees it other than failed
         conn.execute(
@@ -147,9 +147,9 @@ def test_ui_cli_resume_goes_through_the_daemon_and_a_refused_start_is_an_error(u
     assert resumed.exit_code == 0, f"{resumed.output}\n{log}"
     assert f"submitted to {url}" in resumed.output  # the daemon ran it: the CLI only waited
     assert store.campaign("cli-resume")["status"] == "completed"
-    assert store.progress("cli-resume")["observed"] == 2
+    assert store.progress("cli-resume")["observed"] == 1
 
-    args = ["campaign", "run", "--steps", "3", "--campaign-id", "cli-resume", "--split", "base"]
+    args = ["campaign", "run", "--steps", "2", "--campaign-id", "cli-resume", "--split", "base"]
     args += ["--batch-size", "8", "--group-size", "4", "--eval-every", "0", "--ui-url", url]
     conflict = CliRunner().invoke(main, args)  # the same id with another config: register_campaign refuses
     assert conflict.exit_code == 1, conflict.output
