@@ -439,14 +439,21 @@ def _stalled(store) -> dict[str, str]:
 def campaign_start(ui_url, **options):
     """Submit a `start_campaign` run to the running UI and return at once; its daemon runs the campaign
     to the end (follow it with `envsched campaign status ID` or in the UI)."""
-    from pipelines.submit import running_ui_url, submit_start
+    from pipelines.submit import daemon_running, running_ui_url, submit_start
 
     config = _campaign_config(options)
     _load_with_source_options(options)
-    ui_url = ui_url or running_ui_url(_paths())
+    paths = _paths()
+    ui_url = ui_url or running_ui_url(paths)
     run_id = submit_start(config, ui_url)
     click.echo(f"campaign {config.campaign_id}: start_campaign run {run_id} submitted to {ui_url}")
     click.echo(f"follow it: envsched campaign status {config.campaign_id}   or   {ui_url}/runs/{run_id}")
+    if not daemon_running():  # e.g. the UI was started from another folder: `var` is relative to it
+        click.echo(
+            f"warning: no Dagster daemon runs on this data folder ({paths.home}): the UI at {ui_url} serves "
+            "another one (set ENVSCHED_HOME to the UI's), or runs without its daemon and the run waits queued",
+            err=True,
+        )
 
 
 @campaign.command("status")

@@ -109,6 +109,7 @@ def test_ui_cli_campaign_start_returns_at_once_and_the_daemon_completes_it(ui, m
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "submitted" in result.output and time.monotonic() - started < 30  # returns at once
+    assert "warning" not in result.output  # the UI's own data folder: its daemon runs the campaign
     store = Warehouse(home.warehouse)
     status = _wait_for_status(store, "completed", timeout_s=420, campaign_id="cli-start")
     assert status == "completed", f"{status}\n{log_path.read_text(errors='replace')[-3000:]}"
@@ -154,3 +155,22 @@ def test_ui_cli_resume_goes_through_the_daemon_and_a_refused_start_is_an_error(u
     conflict = CliRunner().invoke(main, args)  # the same id with another config: register_campaign refuses
     assert conflict.exit_code == 1, conflict.output
     assert "not started" in conflict.output and "exists with a different config" in conflict.output
+
+
+@pytest.mark.slow
+def test_ui_cli_campaign_start_from_another_data_folder_warns(ui, tmp_path, monkeypatch):
+    """`var` is relative to where a command runs: a shell elsewhere submits to the UI, whose daemon keeps
+    the campaign in its own folder, so this folder's `campaign status` will not show it; say so."""
+    from click.testing import CliRunner
+
+    from pipelines.cli import main
+
+    url, _, _ = ui
+    other = Paths(tmp_path / "elsewhere").ensure()
+    monkeypatch.setenv("ENVSCHED_HOME", str(other.home))
+    monkeypatch.setenv("DAGSTER_HOME", str(other.dagster_home))
+    args = ["campaign", "start", "--steps", "1", "--campaign-id", "cli-elsewhere", "--split", "base"]
+    args += ["--batch-size", "8", "--group-size", "4", "--eval-every", "0", "--ui-url", url]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0 and f"submitted to {url}" in result.output
+    assert f"warning: no Dagster daemon runs on this data folder ({other.home})" in result.output
