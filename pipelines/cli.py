@@ -375,7 +375,16 @@ def _submit_and_wait(config, ui_url: str, resume_failed: bool = False) -> None:
     except RunFailed as exc:
         click.echo(f"campaign {campaign_id} not started: {exc}", err=True)
         raise SystemExit(1) from None
-    _follow_on_ui(Warehouse(_paths().warehouse), campaign_id)
+    paths = _paths()
+    store = Warehouse(paths.warehouse)
+    if not store.path.exists() or store.campaign_overview(campaign_id).empty:
+        click.echo(
+            f"campaign {campaign_id} started, but the UI at {ui_url} keeps it in another data folder than this "
+            f"one ({paths.home}): follow it in the UI, or set ENVSCHED_HOME to the UI's folder",
+            err=True,
+        )
+        raise SystemExit(1)
+    _follow_on_ui(store, campaign_id)
 
 
 def _follow_on_ui(store, campaign_id: str) -> None:

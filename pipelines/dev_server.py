@@ -32,10 +32,15 @@ def _reset_signals() -> None:
 
 @contextmanager
 def dagster_dev(
-    home: Path, code_root: Path | None = None, log: Path | None = None, ready_timeout_s: float = 180.0
+    home: Path,
+    code_root: Path | None = None,
+    log: Path | None = None,
+    ready_timeout_s: float = 180.0,
+    daemon: bool = True,
 ) -> Iterator[str]:
     """Start `dagster dev -m pipelines.definitions` with ENVSCHED_HOME=``home`` (its instance under
-    ``home/dagster``); yields the UI's URL once the code location has loaded."""
+    ``home/dagster``); yields the UI's URL once the code location has loaded. ``daemon=False`` starts the
+    webserver alone (`dagster-webserver`): submitted runs then stay queued."""
     paths = Paths(Path(home).resolve()).ensure()
     port = free_port()
     root = Path(code_root or Path(__file__).resolve().parents[1])
@@ -47,10 +52,11 @@ def dagster_dev(
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
-    dagster = Path(sys.executable).with_name("dagster")
+    command = ["dagster", "dev"] if daemon else ["dagster-webserver"]
+    command[0] = str(Path(sys.executable).with_name(command[0]))
     out = open(log or paths.home / "dagster-dev.log", "ab")  # closed below
     process = subprocess.Popen(
-        [str(dagster), "dev", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)],
+        [*command, "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)],
         cwd=root,
         env=env,
         stdout=out,

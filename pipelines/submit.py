@@ -19,6 +19,8 @@ from pipelines.start_campaign import run_config_for
 
 HEARTBEAT_FRESH_S = 60.0
 DEFAULT_UI_URL = "http://127.0.0.1:3000"
+QUEUED_GRACE_S = 60.0
+"""How long a submitted run may wait queued before the CLI checks that a daemon is there to launch it."""
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
@@ -78,8 +80,14 @@ def wait_for_run(run_id: str, ui_url: str, poll_s: float = 1.0) -> None:
     """Block until the UI at ``ui_url`` reports the run ended; raise RunFailed with its cause unless it
     succeeded. Until its `start_campaign` run has ended, a campaign's row shows what it was before (or
     nothing): a relaunch refused, or a resume not yet applied, must not read as the campaign's outcome."""
-    client = _client(ui_url)
+    client, submitted = _client(ui_url), time.monotonic()
     while (status := client.get_run_status(run_id)) not in FINISHED:
+        queued_s = time.monotonic() - submitted if status == dg.DagsterRunStatus.QUEUED else 0.0
+        if queued_s > QUEUED_GRACE_S and not daemon_running():  # only the daemon dequeues runs
+            raise RunFailed(
+                f"start_campaign run {run_id} is still queued and no Dagster daemon runs on this data folder "
+                "to launch it: start the UI with `make ui` (it runs the daemon)"
+            )
         time.sleep(poll_s)
     if status != dg.DagsterRunStatus.SUCCESS:
         ended = "failed" if status == dg.DagsterRunStatus.FAILURE else "was canceled"

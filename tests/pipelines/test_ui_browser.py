@@ -1,6 +1,7 @@
 """Under a real `dagster dev` (webserver + daemon): a real browser (Debian's chromium, driven by
 Playwright) starts a campaign from the Launchpad of `start_campaign`, and `envsched campaign start`
-submits one from the shell; the daemon runs both to `completed` with no further action."""
+submits one from the shell; the daemon runs both to `completed` with no further action. The shell's
+other commands hand campaigns to that daemon too, and say so when they cannot follow them."""
 
 import json
 import shutil
@@ -174,3 +175,36 @@ def test_ui_cli_campaign_start_from_another_data_folder_warns(ui, tmp_path, monk
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0 and f"submitted to {url}" in result.output
     assert f"warning: no Dagster daemon runs on this data folder ({other.home})" in result.output
+    args[1:6] = [
+        "run",
+        "--steps",
+        "1",
+        "--campaign-id",
+        "cli-elsewhere-2",
+    ]  # start-and-wait: it cannot follow
+    waited = CliRunner().invoke(main, args)
+    assert waited.exit_code == 1, waited.output
+    assert f"keeps it in another data folder than this one ({other.home})" in waited.output
+
+
+@pytest.mark.slow
+def test_ui_cli_run_on_a_webserver_without_its_daemon_stops_instead_of_waiting(tmp_path, monkeypatch):
+    """Only the daemon launches queued runs: a `start_campaign` run queued on a webserver started alone
+    fails the command with the reason, instead of waiting for ever."""
+    from click.testing import CliRunner
+
+    from pipelines import submit
+    from pipelines.cli import main
+
+    home = Paths(tmp_path / "home").ensure()
+    monkeypatch.setenv("ENVSCHED_HOME", str(home.home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home.dagster_home))
+    monkeypatch.setattr(submit, "QUEUED_GRACE_S", 3.0)
+    with dagster_dev(home.home, log=tmp_path / "webserver.log", daemon=False) as url:
+        args = ["campaign", "run", "--steps", "1", "--campaign-id", "queued", "--ui-url", url]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert (
+        "campaign queued not started" in result.output
+        and "still queued and no Dagster daemon" in result.output
+    )
