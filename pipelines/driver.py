@@ -78,6 +78,15 @@ def error_line(error) -> str:
     return message
 
 
+def step_failure_lines(events) -> list[str]:
+    """The cause of each failed step among ``events`` (DagsterEvents), one line each."""
+    return [
+        error_line(e.step_failure_data.error)
+        for e in events
+        if e.is_step_failure and e.step_failure_data.error
+    ]
+
+
 def _execute(
     ctx: DriverContext,
     job_name: str,
@@ -100,11 +109,7 @@ def _execute(
         done.set()
         watcher.join()
     if not result.success:
-        failures = [
-            error_line(e.step_failure_data.error)
-            for e in result.all_events
-            if e.is_step_failure and e.step_failure_data.error
-        ]
+        failures = step_failure_lines(result.all_events)
         failed_checks = [e.check_name for e in result.get_asset_check_evaluations() if not e.passed]
         detail = "; ".join(failures) or (
             f"failed checks {failed_checks}" if failed_checks else "see the run in the UI"
@@ -215,8 +220,8 @@ def run_campaign(
             if not force:
                 raise CampaignFailed(failed_earlier(campaign_id, status["status_reason"]))
             ctx.notify(f"campaign {campaign_id}: resuming after failure ({status['status_reason']})")
-            ctx.store.set_campaign_status(campaign_id, "running")
-    _execute(ctx, "start_campaign", run_config=run_config_for(config))
+    # register_campaign sets a failed campaign running when told to, as a relaunch from the UI does
+    _execute(ctx, "start_campaign", run_config=run_config_for(config, resume_failed=force))
     follow_campaign(ctx, campaign_id, config.steps, on_step)
 
 

@@ -97,15 +97,11 @@ def wait_for_run(run_id: str, ui_url: str, poll_s: float = 1.0) -> None:
 def failure_line(run_id: str, ui_url: str) -> str:
     """Why a finished run failed, in one line: its failed steps' causes, else the run's failure message
     (read from this data folder's instance, the UI's own)."""
-    from pipelines.driver import error_line
+    from pipelines.driver import step_failure_lines
 
     instance = dg.DagsterInstance.get()
     steps = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
-    causes = [
-        error_line(e.dagster_event.step_failure_data.error)
-        for e in steps
-        if e.dagster_event and e.dagster_event.step_failure_data.error
-    ]
+    causes = step_failure_lines(e.dagster_event for e in steps if e.dagster_event)
     if not causes:
         ended = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
         causes = [" ".join(e.message.split()) for e in ended if e.message]
