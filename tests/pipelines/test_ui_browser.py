@@ -175,13 +175,8 @@ def test_ui_cli_campaign_start_from_another_data_folder_warns(ui, tmp_path, monk
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0 and f"submitted to {url}" in result.output
     assert f"warning: no Dagster daemon runs on this data folder ({other.home})" in result.output
-    args[1:6] = [
-        "run",
-        "--steps",
-        "1",
-        "--campaign-id",
-        "cli-elsewhere-2",
-    ]  # start-and-wait: it cannot follow
+    # start-and-wait from here: it cannot follow a campaign this folder's warehouse lacks
+    args[1:6] = ["run", "--steps", "1", "--campaign-id", "cli-elsewhere-2"]
     waited = CliRunner().invoke(main, args)
     assert waited.exit_code == 1, waited.output
     assert f"keeps it in another data folder than this one ({other.home})" in waited.output
