@@ -29,7 +29,7 @@ import dagster as dg
 import pandas as pd
 
 from campaign.config import CampaignConfig
-from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
+from pipelines.campaign_status import CAMPAIGN_TAG, RUN_KEY_TAG, STEP_TAG
 from pipelines.jobs import (
     build_graph,
     catalog_run_config,
@@ -44,7 +44,6 @@ from warehouse.store import Warehouse
 
 MAX_RETRIES = 3
 """Attempts of one step's run a campaign retries after the first failed, per stint as `running`."""
-RUN_KEY_TAG = "dagster/run_key"
 FAILED = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 

@@ -16,6 +16,8 @@ from warehouse.store import Warehouse
 PARTITIONS = "campaigns"
 CAMPAIGN_TAG = "envsched/campaign"
 STEP_TAG = "envsched/step"
+RUN_KEY_TAG = "dagster/run_key"  # what the daemon tags a sensor's run with (its request's run key)
+SENSOR_TAG = "dagster/sensor_name"
 
 
 def how_to_start(campaign_id: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from campaign.config import CampaignConfig
-from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
+from pipelines.campaign_status import CAMPAIGN_TAG, RUN_KEY_TAG, SENSOR_TAG, STEP_TAG
 from pipelines.crash_safety import describe_waits, free_dead_runs
 from pipelines.jobs import catalog_run_config
 from pipelines.paths import Paths
@@ -171,7 +171,7 @@ def ingest_pending(
 def sensor_run_tags(request: dg.RunRequest, sensor_name: str) -> dict[str, str]:
     """The tags the daemon gives a run it launched for ``request``: the request's, its run key, its sensor
     (the campaign sensor finds a step's earlier attempts by them)."""
-    return {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": sensor_name}
+    return {**request.tags, RUN_KEY_TAG: request.run_key, SENSOR_TAG: sensor_name}
 
 
 def _evaluate(ctx: DriverContext, sensor_name: str, cursor: str | None = None) -> tuple[list, str | None]:
