@@ -211,6 +211,14 @@ class SchedulerConfig:
     environments"): steps to random's best tau-bench 52.5 -> 45.0 (80 steps), BFCL 62.5 -> 57.5 (80 steps),
     ACEBench 88.3 -> 68.3 (120 steps, seeds 10-12); simulator (bench/suite_variants.py, worlds 100-101) paper
     28.0 -> 26.5, default 17.5 -> 17.5, private 20.5 -> 20.0, graded 21.0 -> 21.0."""
+    refill_rounds: int = 0
+    """Dynamic sampling by prediction: after a round's rewards are observed, while fewer than B of the step's
+    groups were informative (reward variance > 0), roll out up to this many more rounds of the best-predicted
+    tasks not yet rolled out this step (about 1.25 x the shortfall, exploitation's ranking, under the
+    environment quota counted over the step's informative groups). The policy trains on the first B informative
+    groups, as with DAPO / GRESO, and every rollout counts as spent. Needs a trainer that can generate again
+    before its update (the pipeline's engines, the simulator); an asynchronous one (rewards observed late) and
+    the TRL / veRL adapters run one round. 0: one round per step (docs/scheduler.md, "Refill rounds")."""
     pool_factor: int = 4
     """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
 
@@ -311,6 +319,7 @@ class SchedulerConfig:
         )
         need(0.0 <= self.rho_min <= 1.0, f"rho_min={self.rho_min} must be in [0, 1] (capped at rho).")
         need(self.pool_factor >= 1, f"pool_factor={self.pool_factor} must be >= 1.")
+        need(self.refill_rounds >= 0, f"refill_rounds={self.refill_rounds} must be >= 0 (0: one round).")
         need(
             self.use_within_edges or self.use_cross_edges or self.rho == 1.0,
             "both relations are switched off; keep one of use_within_edges / use_cross_edges, "

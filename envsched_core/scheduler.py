@@ -49,6 +49,7 @@ from .learnability import TaskLearnability
 from .outcome import OutcomeModel
 from .predictor import VariancePredictor
 from .progress import LearningProgress
+from .refill import StepRounds
 from .state_fit import StateMismatch, check_catalog
 from .stats import CORRECT_REWARD, TaskStats, group_outcomes, validate_rollouts
 
@@ -207,6 +208,7 @@ class EnvSched:
         self._cross_signature: np.ndarray | None = None  # what the current X was ranked under
         self._refresh_cross()
         self._cache: tuple | None = None  # (step, v_hat, evidence) of the last prediction
+        self.rounds = StepRounds()  # the step being rolled out, for refill rounds (``refill_rounds``)
 
     # --- prediction -------------------------------------------------------------------------------
     def _refresh_cross(self) -> None:
@@ -329,7 +331,7 @@ class EnvSched:
         most ``env_quota`` times."""
         step = self._clock(step)
         self.current_step = max(self.current_step, step)
-        cfg, env = self.cfg, self.catalog.env
+        cfg = self.cfg
         predicted = self._predicted(step)
         v_hat = predicted.v_hat
         room = np.full(self.catalog.n_envs, self.env_quota, dtype=np.int64)  # quota left per environment
@@ -351,14 +353,49 @@ class EnvSched:
             )
             coverage = np.concatenate([coverage, rest])
         rows = np.concatenate([exploit, coverage])
+        self.rounds.start(step, rows)
+        return self._batch_frame(rows, ["exploit"] * len(exploit) + ["coverage"] * len(coverage), predicted)
+
+    def _batch_frame(self, rows: np.ndarray, roles, predicted: Predicted) -> pd.DataFrame:
+        variance = predicted.v_hat if predicted.variance is None else predicted.variance
         return pd.DataFrame(
             {
                 "task_id": self.catalog.task_ids[rows],
-                "env_id": self.catalog.env_ids[env[rows]],
-                "role": ["exploit"] * len(exploit) + ["coverage"] * len(coverage),
-                "predicted_variance": (v_hat if predicted.variance is None else predicted.variance)[rows],
+                "env_id": self.catalog.env_ids[self.catalog.env[rows]],
+                "role": roles,
+                "predicted_variance": variance[rows],
             }
         )
+
+    def refill(self, step: int) -> pd.DataFrame:
+        """The next refill round of ``step`` (``refill_rounds``), after its latest round was observed: about
+        1.25 x the missing informative groups, the best-predicted tasks not rolled out this step by
+        exploitation's ranking (coverage's when those run out), under the environment quota counted over the
+        step's informative groups, role 'oversample'. Empty when the step has B informative groups, its rounds
+        are used up, or refill is off."""
+        step = self._clock(step)
+        size = self.rounds.refill_size(step, self.cfg.batch_size, self.cfg.refill_rounds)
+        if size == 0:
+            return pd.DataFrame(columns=["task_id", "env_id", "role", "predicted_variance"])
+        predicted, env = self._predicted(step), self.catalog.env
+        chosen = np.zeros(len(self.catalog), dtype=bool)
+        chosen[self.rounds.rows] = True
+        # a zero-variance group frees its environment's slot: the trained batch stays under the quota
+        room = self.env_quota - np.bincount(env[self.rounds.informative], minlength=self.catalog.n_envs)
+        rows = self._select_exploit(predicted.v_hat, predicted.has_evidence, room, chosen, size)
+        if len(rows) < size:
+            rows = np.concatenate([rows, self._select_coverage(predicted, room, chosen, size - len(rows))])
+        self.rounds.add(rows)
+        return self._batch_frame(rows, "oversample", predicted)
+
+    def resume_step(self, step: int, task_ids) -> None:
+        """Take up ``step``, whose first round (``task_ids``) was chosen before this scheduler was rebuilt or
+        restored, so that its refill rounds follow the rule; a no-op for the step it selected itself."""
+        step = self._clock(step)
+        if step != self.rounds.step:
+            self.rounds.start(
+                step, self.catalog.indices_of(np.asarray(task_ids, dtype=object), what="task_id")
+            )
 
     def exploit_slots(self, predicted: Predicted) -> int:
         """(1 - rho_t) B; with adaptive rho, rho_t = rho_min + (rho - rho_min) * u, u = the mean relative
@@ -500,9 +537,13 @@ class EnvSched:
             return
         if self.step_offset:
             rollouts = rollouts.assign(step=pd.to_numeric(rollouts["step"]) + self.step_offset)
-        training = (
-            group_outcomes(rollouts, idx)["variance"].to_numpy() if self.cfg.training_dispersion else None
+        trained = (
+            group_outcomes(rollouts, idx) if self.cfg.training_dispersion or self.cfg.refill_rounds else None
         )
+        training = trained["variance"].to_numpy() if self.cfg.training_dispersion else None
+        if self.cfg.refill_rounds:  # the trainer's rewards decide which groups are informative
+            for step, part in trained.groupby("step", sort=True):
+                self.rounds.observed(int(step), part["idx"].to_numpy(), part["variance"].to_numpy())
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
             rollouts = rollouts.assign(reward=(1 - w) * reward + w * (reward >= CORRECT_REWARD))
@@ -593,6 +634,7 @@ class EnvSched:
             "current_step": self.current_step,
             "step_offset": self.step_offset,
             "last_refresh_step": self.last_refresh_step,
+            "rounds": self.rounds.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -631,4 +673,7 @@ class EnvSched:
             if self.cfg.cross_refresh_every == 1:
                 self._cross_signature = cross_signature(self.catalog, self.cfg, self.stats)
         self.last_refresh_step = int(state["last_refresh_step"])
+        self.rounds = StepRounds()  # absent: saved before refill rounds existed
+        if "rounds" in state:
+            self.rounds.load_state_dict(state["rounds"])
         self._cache = None

@@ -1,6 +1,7 @@
 """Dynamic sampling in the pipeline: the training step's refill rounds and the scheduler state they leave.
 
-DAPO and GRESO decide after seeing a round's rewards whether to roll out another round. In the
+DAPO and GRESO decide after seeing a round's rewards whether to roll out another round, and so does EnvSched
+with `refill_rounds` > 0 (``refills``). In the
 pipeline the training step does it: it restores the scheduler as it was after choosing the step's
 batch, hands the engine a ``refill`` callback (observe the round, ask `refill(step)`), and the engine
 rolls out every round before its one update. The rounds are saved as batch rows of round >= 1 and the
@@ -39,8 +40,8 @@ def roll_out_and_train(
     step: int,
     writing: Callable[[], AbstractContextManager] = nullcontext,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """Roll out the scheduled batch of ``step`` (and, for DAPO / GRESO, the refill rounds its rule
-    asks for) and update the policy once; tasks of the batch retired by a catalogue refresh since it was
+    """Roll out the scheduled batch of ``step`` (and, for DAPO / GRESO or a refilling EnvSched, the refill
+    rounds its rule asks for) and update the policy once; tasks of the batch retired by a catalogue refresh since it was
     scheduled are not rolled out (``retired_rows``). Returns every round's batch rows, the landing rows and
     the step metrics (with ``rollout/refill_rounds`` for dynamic sampling)."""
     batch = store.batch(config.campaign_id, step, first_round=True)
@@ -52,7 +53,7 @@ def roll_out_and_train(
             retired_rows(retired, step, config.group_size),
             {"rollout/retired_tasks": float(len(batch))},
         )
-    if not uses_dynamic_sampling(scheduler_spec(config.scheduler).cls):
+    if not refills(config):
         rows, metrics = engine.run_step(live, step)
         return batch, *_with_retired(rows, metrics, retired, step, config.group_size)
     scheduler, _ = scheduler_cache.restore(store, config, step, "selected")
@@ -74,6 +75,14 @@ def roll_out_and_train(
     return pd.concat([batch, *rounds], ignore_index=True), *_with_retired(
         rows, metrics, retired, step, config.group_size
     )
+
+
+def refills(config: CampaignConfig) -> bool:
+    """Whether the campaign's training steps may run refill rounds: a dynamic-sampling peer (DAPO, GRESO), or
+    EnvSched with ``refill_rounds`` > 0 (whose first round is complete without them)."""
+    if uses_dynamic_sampling(scheduler_spec(config.scheduler).cls):
+        return True
+    return getattr(config.scheduler_settings(), "refill_rounds", 0) > 0
 
 
 def retired_rows(retired: pd.DataFrame, step: int, group_size: int) -> pd.DataFrame:

@@ -11,9 +11,15 @@ from warehouse.store import Warehouse
 B, G = 12, 4
 
 
-def _config(campaign_id: str, scheduler: str, steps: int) -> CampaignConfig:
+def _config(campaign_id: str, scheduler: str, steps: int, **settings) -> CampaignConfig:
     return CampaignConfig(
-        campaign_id=campaign_id, splits=["base"], scheduler=scheduler, batch_size=B, group_size=G, steps=steps
+        campaign_id=campaign_id,
+        splits=["base"],
+        scheduler=scheduler,
+        batch_size=B,
+        group_size=G,
+        steps=steps,
+        scheduler_config=settings,
     )
 
 
@@ -26,11 +32,15 @@ def _rounds(store: Warehouse, campaign_id: str) -> pd.DataFrame:
 
 
 # dapo-1x rolls out B tasks a round and most early groups all fail, so it refills (cap 4); GRESO's
-# first round is 1.5 B and refills by its estimate.
-@pytest.mark.parametrize("scheduler", ["dapo-1x", "greso"])
-def test_campaign_dynamic_sampling_refills_in_the_training_step_and_spends_every_rollout(driver, scheduler):
+# first round is 1.5 B and refills by its estimate; EnvSched with refill_rounds refills by its predictions.
+@pytest.mark.parametrize(
+    ("scheduler", "settings"), [("dapo-1x", {}), ("greso", {}), ("envsched", {"refill_rounds": 3})]
+)
+def test_campaign_dynamic_sampling_refills_in_the_training_step_and_spends_every_rollout(
+    driver, scheduler, settings
+):
     campaign_id = f"refill-{scheduler}"
-    run_campaign(_config(campaign_id, scheduler, steps=2), driver)
+    run_campaign(_config(campaign_id, scheduler, steps=2, **settings), driver)
     store = driver.store
     assert store.campaign(campaign_id)["status"] == "completed"
     rounds = _rounds(store, campaign_id)
