@@ -146,18 +146,25 @@ def observed_scheduler(
     """The scheduler after folding in ``step``'s rollouts: the 'refilled' state when the training step
     ran the rounds (it observed them all), else the state after selection plus `observe(rollouts)`.
     Third: the cross edges before this step's observation (what the warehouse holds), None if unknown."""
-    if observed_phase(store, config, step) == "refilled":
-        return (*scheduler_cache.restore(store, config, step, "refilled"), None)
-    scheduler, catalog = scheduler_cache.restore(store, config, step, "selected")
-    cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it
+    refilled = observed_phase(store, config, step) == "refilled"
+    scheduler, catalog = scheduler_cache.restore(store, config, step, "refilled" if refilled else "selected")
+    if (
+        refilled
+    ):  # the rounds re-ranked them already; selecting re-ranks nothing, so before = the selected state's
+        cross_before = store.scheduler_state_part(config.campaign_id, step, "selected", "cross_edges")
+    else:
+        cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it
     # The stored cross edges are the last observed state's. A scheduler rebuilt since (another pool, release
     # or feature set) holds others: then replace them all.
     if cross_before is not None and not store.scheduler_state_holds(
         config.campaign_id, step - 1, "observed", "cross_edges", cross_before
     ):
         cross_before = None
-    in_pool = rollouts["task_id"].isin(set(catalog.task_ids))  # a task retired while its step ran: dropped
-    scheduler.observe(rollouts.loc[in_pool, ["task_id", "step", "reward"]])
+    if not refilled:
+        in_pool = rollouts["task_id"].isin(
+            set(catalog.task_ids)
+        )  # a task retired while its step ran: dropped
+        scheduler.observe(rollouts.loc[in_pool, ["task_id", "step", "reward"]])
     return scheduler, catalog, cross_before
 
 

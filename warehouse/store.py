@@ -428,10 +428,7 @@ class Warehouse:
     def scheduler_state(self, campaign_id: str, step: int, phase: str) -> Any | None:
         """The scheduler's ``state_dict`` saved after ``phase`` of ``step`` (None if there is none)."""
         with self.reader() as conn:
-            row = conn.execute(
-                "SELECT state FROM scheduler_states WHERE campaign_id = ? AND step = ? AND phase = ?",
-                [campaign_id, step, phase],
-            ).fetchone()
+            row = conn.execute(_sql("scheduler_state"), [campaign_id, step, phase]).fetchone()
             if row is None:
                 return None
             blob = bytes(row[0])
@@ -443,13 +440,22 @@ class Warehouse:
                 )
             return decode_state(blob.decode(), lambda digests: _fetch_arrays(conn, digests))
 
+    def scheduler_state_part(self, campaign_id: str, step: int, phase: str, key: str) -> Any | None:
+        """A saved state's top-level ``key`` (e.g. its cross edges), decoding only that key's arrays; None when
+        the state or the key is absent, or the state is a pickle saved before migration 030."""
+        with self.reader() as conn:
+            row = conn.execute(_sql("scheduler_state"), [campaign_id, step, phase]).fetchone()
+            if row is None or bytes(row[0])[:1] != b"{":
+                return None
+            node = json.loads(bytes(row[0]).decode()).get("d", {}).get(key)
+            if node is None:
+                return None
+            return decode_state(json.dumps(node), lambda digests: _fetch_arrays(conn, digests))
+
     def scheduler_state_holds(self, campaign_id: str, step: int, phase: str, key: str, value: Any) -> bool:
         """Whether a saved state's top-level ``key`` is exactly ``value`` (e.g. the cross edges a step's
         observation wrote), without decoding its arrays; False when the state is absent or a pickle."""
-        blob = self.scalar(
-            "SELECT state FROM scheduler_states WHERE campaign_id = ? AND step = ? AND phase = ?",
-            [campaign_id, step, phase],
-        )
+        blob = self.scalar(_sql("scheduler_state"), [campaign_id, step, phase])
         if blob is None or bytes(blob)[:1] != b"{":  # none, or saved as a pickle before migration 030
             return False
         return manifest_holds(bytes(blob).decode(), key, value)

@@ -4,7 +4,8 @@ scheduler's rule stops; every rollout of every round is in the landing file, ing
 import pandas as pd
 import pytest
 
-from pipelines.campaign import CampaignConfig
+from envsched_core.graph.relation import edges_to_frame
+from pipelines.campaign import CampaignConfig, campaign_catalog
 from pipelines.driver import CampaignFailed, run_campaign
 from warehouse.store import Warehouse
 
@@ -40,7 +41,8 @@ def test_campaign_dynamic_sampling_refills_in_the_training_step_and_spends_every
     driver, scheduler, settings
 ):
     campaign_id = f"refill-{scheduler}"
-    run_campaign(_config(campaign_id, scheduler, steps=2, **settings), driver)
+    config = _config(campaign_id, scheduler, steps=2, **settings)
+    run_campaign(config, driver)
     store = driver.store
     assert store.campaign(campaign_id)["status"] == "completed"
     rounds = _rounds(store, campaign_id)
@@ -61,6 +63,19 @@ def test_campaign_dynamic_sampling_refills_in_the_training_step_and_spends_every
     assert (metrics["schedule/trained_groups"] <= B).all()
     for step in (1, 2):
         assert store.scheduler_state(campaign_id, step, "refilled") is not None
+    if (
+        scheduler == "envsched"
+    ):  # the re-ranked cross edges were patched from the selected state's: none stale
+        catalog = campaign_catalog(store, config)
+        edges = store.scheduler_state(campaign_id, 2, "observed")["cross_edges"]
+        stored = store.query(
+            "SELECT src, dst, similarity FROM edges_cross WHERE campaign_id = ?", [campaign_id]
+        )
+        expected = edges_to_frame(catalog, *edges)
+        assert len(stored) == len(expected) > 0
+        merged = stored.merge(expected, on=["src", "dst"], suffixes=("", "_state"))
+        assert len(merged) == len(expected)
+        assert (merged["similarity"] - merged["similarity_state"]).abs().max() < 1e-6
 
 
 def test_campaign_refill_after_a_crash_in_the_training_step_writes_the_same_rounds_once(driver, monkeypatch):

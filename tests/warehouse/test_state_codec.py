@@ -104,6 +104,17 @@ def test_store_scheduler_state_round_trips_and_stores_unchanged_arrays_once(tmp_
     assert store.scheduler_state("c", 3, "selected") is None
 
 
+def test_store_scheduler_state_part_decodes_one_key_exactly(tmp_path):
+    store = _store(tmp_path)
+    store.save_batch("c", 1, _batch(), SchedulerState.of(_state()))
+    edges = store.scheduler_state_part("c", 1, "selected", "edges")
+    _assert_same(edges, _state()["edges"])
+    assert store.scheduler_state_holds("c", 1, "selected", "edges", edges)  # what the pipeline checks it by
+    _assert_same(store.scheduler_state_part("c", 1, "selected", "stats"), _state()["stats"])
+    assert store.scheduler_state_part("c", 1, "selected", "absent") is None
+    assert store.scheduler_state_part("c", 2, "selected", "edges") is None
+
+
 def test_store_scheduler_state_still_loads_a_pickled_state_saved_before_migration_030(tmp_path):
     store = _store(tmp_path)
     with store.transaction() as conn:
@@ -114,6 +125,7 @@ def test_store_scheduler_state_still_loads_a_pickled_state_saved_before_migratio
         )
     _assert_same(store.scheduler_state("old", 1, "observed"), {"n": np.arange(3)})
     assert store.scheduler_state_manifest("old", 1, "observed")
+    assert store.scheduler_state_part("old", 1, "observed", "n") is None  # a pickle has no parts to read
 
 
 def test_store_fold_task_stats_upserts_changed_rows_and_stamps_the_step(tmp_path):
