@@ -537,12 +537,13 @@ class EnvSched:
             return
         if self.step_offset:
             rollouts = rollouts.assign(step=pd.to_numeric(rollouts["step"]) + self.step_offset)
-        trained = (
+        # the groups of the reward the trainer uses, before the blend below
+        unblended = (
             group_outcomes(rollouts, idx) if self.cfg.training_dispersion or self.cfg.refill_rounds else None
         )
-        training = trained["variance"].to_numpy() if self.cfg.training_dispersion else None
+        training = unblended["variance"].to_numpy() if self.cfg.training_dispersion else None
         if self.cfg.refill_rounds:  # the trainer's rewards decide which groups are informative
-            for step, part in trained.groupby("step", sort=True):
+            for step, part in unblended.groupby("step", sort=True):
                 self.rounds.observed(int(step), part["idx"].to_numpy(), part["variance"].to_numpy())
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
