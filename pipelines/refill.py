@@ -1,10 +1,9 @@
 """Dynamic sampling in the pipeline: the training step's refill rounds and the scheduler state they leave.
 
 DAPO and GRESO decide after seeing a round's rewards whether to roll out another round, and so does EnvSched
-with `refill_rounds` > 0 (``refills``). In the
-pipeline the training step does it: it restores the scheduler as it was after choosing the step's
-batch, hands the engine a ``refill`` callback (observe the round, ask `refill(step)`), and the engine
-rolls out every round before its one update. The rounds are saved as batch rows of round >= 1 and the
+with `refill_rounds` > 0 (``refills``). In the pipeline the training step does it: it restores the scheduler
+as it was after choosing the step's batch, hands the engine a ``refill`` callback (observe the round, ask
+`refill(step)`), and the engine rolls out every round before its one update. The rounds are saved as batch rows of round >= 1 and the
 scheduler state after the last round as phase 'refilled', in one transaction; every rollout of every
 round is in the landing file, so it is ingested and counted as spent. `variance_predictions` then
 continues from the 'refilled' state (it has observed every round) instead of observing again.
@@ -41,8 +40,8 @@ def roll_out_and_train(
     writing: Callable[[], AbstractContextManager] = nullcontext,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Roll out the scheduled batch of ``step`` (and, for DAPO / GRESO or a refilling EnvSched, the refill
-    rounds its rule asks for) and update the policy once; tasks of the batch retired by a catalogue refresh since it was
-    scheduled are not rolled out (``retired_rows``). Returns every round's batch rows, the landing rows and
+    rounds its rule asks for) and update the policy once; tasks of the batch retired by a catalogue refresh
+    since it was scheduled are not rolled out (``retired_rows``). Returns every round's batch rows, the landing rows and
     the step metrics (with ``rollout/refill_rounds`` for dynamic sampling)."""
     batch = store.batch(config.campaign_id, step, first_round=True)
     in_pool = batch["task_id"].isin(set(scheduler_cache.catalog(store, config).task_ids))
@@ -148,9 +147,8 @@ def observed_scheduler(
     Third: the cross edges before this step's observation (what the warehouse holds), None if unknown."""
     refilled = observed_phase(store, config, step) == "refilled"
     scheduler, catalog = scheduler_cache.restore(store, config, step, "refilled" if refilled else "selected")
-    if (
-        refilled
-    ):  # the rounds re-ranked them already; selecting re-ranks nothing, so before = the selected state's
+    if refilled:
+        # the rounds re-ranked them already; selecting re-ranks nothing, so before = the selected state's
         cross_before = store.scheduler_state_part(config.campaign_id, step, "selected", "cross_edges")
     else:
         cross_before = getattr(scheduler, "cross_edges", None)  # a re-rank replaces it, never mutates it
@@ -161,9 +159,8 @@ def observed_scheduler(
     ):
         cross_before = None
     if not refilled:
-        in_pool = rollouts["task_id"].isin(
-            set(catalog.task_ids)
-        )  # a task retired while its step ran: dropped
+        # a task retired while its step ran: dropped
+        in_pool = rollouts["task_id"].isin(set(catalog.task_ids))
         scheduler.observe(rollouts.loc[in_pool, ["task_id", "step", "reward"]])
     return scheduler, catalog, cross_before
 

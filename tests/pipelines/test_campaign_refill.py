@@ -63,9 +63,8 @@ def test_campaign_dynamic_sampling_refills_in_the_training_step_and_spends_every
     assert (metrics["schedule/trained_groups"] <= B).all()
     for step in (1, 2):
         assert store.scheduler_state(campaign_id, step, "refilled") is not None
-    if (
-        scheduler == "envsched"
-    ):  # the re-ranked cross edges were patched from the selected state's: none stale
+    if scheduler == "envsched":
+        # the re-ranked cross edges were patched from the selected state's: none stale
         catalog = campaign_catalog(store, config)
         edges = store.scheduler_state(campaign_id, 2, "observed")["cross_edges"]
         stored = store.query(
