@@ -97,6 +97,20 @@ def _timed_run(ctx, job: str, run_config: dict | None = None) -> tuple[float, di
     return seconds, {**_step_seconds(ctx.instance, run.run_id), "cpu": round(cpu_s() - c0, 2)}
 
 
+def campaign_config(campaign_id: str, batch_size: int, steps: int, scheduler_config: dict | None):
+    """The benchmark's campaign: the synthetic source, G = 8, the scheduler's defaults but ``scheduler_config``."""
+    from pipelines.campaign import CampaignConfig
+
+    return CampaignConfig(
+        campaign_id=campaign_id,
+        sources=["synthetic"],
+        batch_size=batch_size,
+        group_size=8,
+        steps=steps,
+        scheduler_config=scheduler_config or {},
+    )
+
+
 def measure(
     n_tasks: int,
     steps: int,
@@ -117,7 +131,6 @@ def measure(
     progress.setLevel(logging.INFO)
     import dagster as dg
 
-    from pipelines.campaign import CampaignConfig
     from pipelines.definitions import defs
     from pipelines.driver import DriverContext, run_campaign
     from pipelines.paths import Paths
@@ -194,14 +207,7 @@ def measure(
 
         engine_cls.run_step = timed_run_step
         campaign_id = f"bench-{time.strftime('%H%M%S')}"
-        config = CampaignConfig(
-            campaign_id=campaign_id,
-            sources=["synthetic"],
-            batch_size=batch_size,
-            group_size=8,
-            steps=steps,
-            scheduler_config=scheduler_config or {},
-        )
+        config = campaign_config(campaign_id, batch_size, steps, scheduler_config)
         marks, cpus = [time.perf_counter()], [cpu_s()]
         step_rollout_s: list[float] = []  # the engine's time in each step, summed over its rounds
 
@@ -263,21 +269,13 @@ def measure_daemon(
     home: Path, steps: int, batch_size: int, rollout_s: float, scheduler_config: dict | None = None
 ) -> dict:
     """The same campaign through `dagster dev`'s daemon (see the module docstring, --daemon)."""
-    from pipelines.campaign import CampaignConfig
     from pipelines.dev_server import dagster_dev
     from pipelines.submit import submit_start
     from warehouse.store import Warehouse
 
     store = Warehouse(Path(home) / "warehouse.duckdb")
     campaign_id = f"bench-daemon-{time.strftime('%H%M%S')}"
-    config = CampaignConfig(
-        campaign_id=campaign_id,
-        sources=["synthetic"],
-        batch_size=batch_size,
-        group_size=8,
-        steps=steps,
-        scheduler_config=scheduler_config or {},
-    )
+    config = campaign_config(campaign_id, batch_size, steps, scheduler_config)
 
     def observed() -> int:
         if store.campaign_overview(campaign_id).empty:
