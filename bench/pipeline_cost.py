@@ -13,8 +13,8 @@ Dagster instance in a temporary home, with the landing sensor evaluated through 
 (`pipelines.driver`, what `envsched campaign run` does). Each size runs in a fresh subprocess, so its
 peak RSS (`getrusage`) is its own; the process runs every Dagster run in-process, like the CLI.
 
-Per step: wall time between two completed steps, the engine's own rollout time (its `run_step`, timed
-by wrapping it; summed over the step's rounds), and the overhead = wall - rollout, i.e. everything the
+Per step: wall time between two completed steps, the engine's own rollout time (its simulator's `rollout`,
+timed by wrapping it; summed over the step's rounds), and the overhead = wall - rollout, i.e. everything the
 pipeline adds. `--set FIELD=VALUE` (repeatable) sets a field of the campaign's scheduler config, e.g.
 ``refill_rounds=3``, with which a step may run several rounds (see "groups per step"). Per-asset times are
 the Dagster step durations of the runs of that step. Step 1 also pays one-time costs (JIT, first
@@ -131,10 +131,10 @@ def measure(
     progress.setLevel(logging.INFO)
     import dagster as dg
 
+    from envsched_core.simulator import Simulator
     from pipelines.definitions import defs
     from pipelines.driver import DriverContext, run_campaign
     from pipelines.paths import Paths
-    from training.engines.simulated import SimulatedEngine
     from warehouse.store import Warehouse
 
     paths = Paths(home).ensure()
@@ -183,29 +183,19 @@ def measure(
         print(f"  build_graph unchanged {row['build_graph unchanged s']:.1f} s: {parts}", flush=True)
         row["RSS after graph GiB"] = rss_gib()
 
-        engine_cls = SimulatedEngine
         rollout_seconds: list[float] = []  # per round
         groups_rolled: list[int] = []  # tasks per round, G rollouts each
-        run_step = engine_cls.run_step
+        simulator_rollout = Simulator.rollout  # what the simulated engine runs for each round of a step
 
-        def timed_run_step(self, *args, **kwargs):  # times the simulator's rollouts; changes nothing
-            rollout = self.sim.rollout
-
-            def timed_rollout(frame, step):
-                t0 = time.perf_counter()
-                groups_rolled.append(len(frame))
-                try:
-                    return rollout(frame, step)
-                finally:
-                    rollout_seconds.append(time.perf_counter() - t0)
-
-            self.sim.rollout = timed_rollout
+        def timed_rollout(self, frame, step):  # times the engine's rollouts; changes nothing
+            t0 = time.perf_counter()
+            groups_rolled.append(len(frame))
             try:
-                return run_step(self, *args, **kwargs)
+                return simulator_rollout(self, frame, step)
             finally:
-                del self.sim.rollout  # the class's method again
+                rollout_seconds.append(time.perf_counter() - t0)
 
-        engine_cls.run_step = timed_run_step
+        Simulator.rollout = timed_rollout
         campaign_id = f"bench-{time.strftime('%H%M%S')}"
         config = campaign_config(campaign_id, batch_size, steps, scheduler_config)
         marks, cpus = [time.perf_counter()], [cpu_s()]
@@ -221,7 +211,7 @@ def measure(
             )
 
         run_campaign(config, ctx, on_step=on_step)
-        engine_cls.run_step = run_step
+        Simulator.rollout = simulator_rollout
         walls = [b - a for a, b in zip(marks[:-1], marks[1:], strict=False)]
         step_cpus = [b - a for a, b in zip(cpus[:-1], cpus[1:], strict=False)]
         rollout = statistics.median(step_rollout_s[1:] or step_rollout_s)
