@@ -219,6 +219,14 @@ class SchedulerConfig:
     groups, as with DAPO / GRESO, and every rollout counts as spent. Needs a trainer that can generate again
     before its update (the pipeline's engines, the simulator); an asynchronous one (rewards observed late) and
     the TRL / veRL adapters run one round. 0: one round per step (docs/scheduler.md, "Refill rounds")."""
+    oversample_factor: float = 0.0
+    """Dynamic sampling in one generation pass: each step's first round adds k of exploitation's next-best tasks
+    (role 'oversample', under the environment quota counted over all B + k) to the B it selects, with
+    k = ceil(oversample_factor x B (1 - h) / h), at most B, and h the running share of first-round groups
+    observed informative (weight 0.3 on the latest step; read as at least 0.3). The policy trains on the first
+    B informative groups, as with DAPO's over-sampling, and every rollout counts as spent. Unlike refill rounds
+    it needs no second pass and runs with rewards observed late; the TRL / veRL adapters, whose generation batch
+    is fixed, hand the trainer the first B rows only. 0: off (docs/scheduler.md, "Over-sampled first round")."""
     pool_factor: int = 4
     """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
 
@@ -320,6 +328,9 @@ class SchedulerConfig:
         need(0.0 <= self.rho_min <= 1.0, f"rho_min={self.rho_min} must be in [0, 1] (capped at rho).")
         need(self.pool_factor >= 1, f"pool_factor={self.pool_factor} must be >= 1.")
         need(self.refill_rounds >= 0, f"refill_rounds={self.refill_rounds} must be >= 0 (0: one round).")
+        need(
+            self.oversample_factor >= 0, f"oversample_factor={self.oversample_factor} must be >= 0 (0: off)."
+        )
         need(
             self.use_within_edges or self.use_cross_edges or self.rho == 1.0,
             "both relations are switched off; keep one of use_within_edges / use_cross_edges, "

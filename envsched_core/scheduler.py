@@ -47,6 +47,7 @@ from .graph import (
 )
 from .learnability import TaskLearnability
 from .outcome import OutcomeModel
+from .oversample import InformativeShare
 from .predictor import VariancePredictor
 from .progress import LearningProgress
 from .refill import StepRounds
@@ -209,6 +210,7 @@ class EnvSched:
         self._refresh_cross()
         self._cache: tuple | None = None  # (step, v_hat, evidence) of the last prediction
         self.rounds = StepRounds()  # the step being rolled out, for refill rounds (``refill_rounds``)
+        self.share = InformativeShare()  # sizes over-sampled first rounds (``oversample_factor``)
 
     # --- prediction -------------------------------------------------------------------------------
     def _refresh_cross(self) -> None:
@@ -328,7 +330,7 @@ class EnvSched:
 
     def select(self, step: int) -> pd.DataFrame:
         """The batch for ``step``: B distinct tasks (all of them in a smaller catalogue), each environment at
-        most ``env_quota`` times."""
+        most ``env_quota`` times; with ``oversample_factor``, k more (role 'oversample') after them."""
         step = self._clock(step)
         self.current_step = max(self.current_step, step)
         cfg = self.cfg
@@ -352,9 +354,22 @@ class EnvSched:
                 predicted, room, chosen, cfg.batch_size - len(exploit) - len(coverage)
             )
             coverage = np.concatenate([coverage, rest])
-        rows = np.concatenate([exploit, coverage])
+        extra = self._select_oversample(predicted, room, chosen)
+        rows = np.concatenate([exploit, coverage, extra])
         self.rounds.start(step, rows)
-        return self._batch_frame(rows, ["exploit"] * len(exploit) + ["coverage"] * len(coverage), predicted)
+        roles = ["exploit"] * len(exploit) + ["coverage"] * len(coverage) + ["oversample"] * len(extra)
+        return self._batch_frame(rows, roles, predicted)
+
+    def _select_oversample(self, predicted: Predicted, room, chosen) -> np.ndarray:
+        """The k extra tasks of an over-sampled first round (``oversample_factor``): exploitation's next best
+        after the batch, coverage's when those run out, under the quota left by the batch."""
+        size = self.share.extra(self.cfg.batch_size, self.cfg.oversample_factor)
+        if size == 0 or not self.stats.any_observed:
+            return np.zeros(0, np.int64)
+        rows = self._select_exploit(predicted.v_hat, predicted.has_evidence, room, chosen, size)
+        if len(rows) < size:
+            rows = np.concatenate([rows, self._select_coverage(predicted, room, chosen, size - len(rows))])
+        return rows
 
     def _batch_frame(self, rows: np.ndarray, roles, predicted: Predicted) -> pd.DataFrame:
         variance = predicted.v_hat if predicted.variance is None else predicted.variance
@@ -537,14 +552,15 @@ class EnvSched:
             return
         if self.step_offset:
             rollouts = rollouts.assign(step=pd.to_numeric(rollouts["step"]) + self.step_offset)
+        cfg = self.cfg
+        dynamic = cfg.refill_rounds or cfg.oversample_factor
         # the groups of the reward the trainer uses, before the blend below
-        unblended = (
-            group_outcomes(rollouts, idx) if self.cfg.training_dispersion or self.cfg.refill_rounds else None
-        )
-        training = unblended["variance"].to_numpy() if self.cfg.training_dispersion else None
-        if self.cfg.refill_rounds:  # the trainer's rewards decide which groups are informative
+        unblended = group_outcomes(rollouts, idx) if cfg.training_dispersion or dynamic else None
+        training = unblended["variance"].to_numpy() if cfg.training_dispersion else None
+        if dynamic:  # the trainer's rewards decide which groups are informative
             for step, part in unblended.groupby("step", sort=True):
                 self.rounds.observed(int(step), part["idx"].to_numpy(), part["variance"].to_numpy())
+                self.share.observed(int(step), part["variance"].to_numpy())
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
             rollouts = rollouts.assign(reward=(1 - w) * reward + w * (reward >= CORRECT_REWARD))
@@ -636,6 +652,7 @@ class EnvSched:
             "step_offset": self.step_offset,
             "last_refresh_step": self.last_refresh_step,
             "rounds": self.rounds.state_dict(),
+            "share": self.share.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -677,4 +694,7 @@ class EnvSched:
         self.rounds = StepRounds()  # absent: saved before refill rounds existed
         if "rounds" in state:
             self.rounds.load_state_dict(state["rounds"])
+        self.share = InformativeShare()  # absent: saved before over-sampled first rounds existed
+        if "share" in state:
+            self.share.load_state_dict(state["share"])
         self._cache = None

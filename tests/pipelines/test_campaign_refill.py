@@ -106,3 +106,27 @@ def test_campaign_refill_after_a_crash_in_the_training_step_writes_the_same_roun
         crashed = driver.store.query(sql, ["crashed"]).reset_index(drop=True)
         clean = driver.store.query(sql, ["clean"]).reset_index(drop=True)
         assert len(crashed) > 0 and crashed.equals(clean)
+
+
+def test_campaign_over_sampled_first_round_is_one_pass_trained_on_b_groups_and_spent(driver):
+    config = _config("oversampled", "envsched", steps=3, oversample_factor=1.0)
+    run_campaign(config, driver)
+    store = driver.store
+    assert store.campaign("oversampled")["status"] == "completed"
+    assert (_rounds(store, "oversampled")["round"] == 0).all()  # one generation pass a step
+    roles = store.query(
+        "SELECT step, count(*) FILTER (role <> 'oversample') AS primary_tasks, "
+        "count(*) FILTER (role = 'oversample') AS extra FROM batches WHERE campaign_id = ? GROUP BY step ORDER BY step",
+        ["oversampled"],
+    ).set_index("step")
+    assert (roles["primary_tasks"] == B).all()
+    assert roles.loc[1, "extra"] == 0 and (roles.loc[2:, "extra"] > 0).all()  # sized once rewards came back
+    rollouts = store.query(
+        "SELECT step, count(*) AS n, count(DISTINCT task_id) AS tasks FROM rollouts WHERE campaign_id = ? "
+        "GROUP BY step ORDER BY step",
+        ["oversampled"],
+    ).set_index("step")
+    assert (rollouts["tasks"] == roles["primary_tasks"] + roles["extra"]).all()
+    metrics = store.step_metrics("oversampled")
+    assert (metrics["schedule/rollouts_spent"] == rollouts["n"]).all()
+    assert (metrics["schedule/trained_groups"] <= B).all()
