@@ -27,8 +27,8 @@ class InformativeShare:
     """h, the running share of first-round groups that came back informative, and the k it asks for."""
 
     def __init__(self) -> None:
-        self.share = math.nan  # nothing observed yet
-        self.step = -1  # the last step whose first round was counted
+        self.share = 0.0  # meaningful once a step was counted (not NaN: states compare equal)
+        self.step = -1  # the last step whose first round was counted; -1: none yet
 
     def observed(self, step: int, variance: np.ndarray) -> None:
         """The groups of ``step`` came back (the trainer's reward variance of each). Only the first observation
@@ -37,13 +37,13 @@ class InformativeShare:
             return
         latest = float(np.mean(np.asarray(variance) > 0))
         w = SHARE_WEIGHT
-        self.share = latest if math.isnan(self.share) else (1 - w) * self.share + w * latest
+        self.share = latest if self.step < 0 else (1 - w) * self.share + w * latest
         self.step = int(step)
 
     def extra(self, batch_size: int, factor: float) -> int:
         """k for a first round of ``batch_size`` tasks: ceil(factor x B (1 - h) / h), at most B; 0 before any
         step was observed or when ``factor`` is 0."""
-        if factor <= 0 or math.isnan(self.share):
+        if factor <= 0 or self.step < 0:
             return 0
         share = max(self.share, SHARE_FLOOR)
         return min(batch_size, math.ceil(factor * batch_size * (1 - share) / share - 1e-9))

@@ -88,7 +88,7 @@ def test_the_share_round_trips_and_a_restored_scheduler_selects_the_same_batch(c
     older = {k: v for k, v in state.items() if k != "share"}  # saved before the field existed
     before = EnvSched(catalog, cfg, seed=7)
     before.load_state_dict(older)
-    assert math.isnan(before.share.share)
+    assert before.share.step == -1 and before.share.extra(B, 1.5) == 0
 
 
 def test_over_sampling_trains_on_b_groups_and_counts_every_rollout_also_with_late_rewards():
