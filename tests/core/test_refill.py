@@ -4,29 +4,14 @@ step has fewer than B informative groups."""
 import copy
 import math
 
-import numpy as np
 import pandas as pd
-import pytest
-from task_frames import make_tasks, rollouts_for
+from task_frames import rollouts_for
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.dynamic_sampling import rollout_rounds, scheduler_refill
 from envsched_core.simulator import SimConfig, Simulator, run_campaign
 
 B = 16
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=12))
-
-
-@pytest.fixture(scope="module")
-def success(catalog):
-    """A third of the tasks mixed, the rest always fail: most of a cold batch comes back zero-variance."""
-    rng = np.random.default_rng(1)
-    p = np.where(rng.random(len(catalog)) < 1 / 3, 0.5, 0.0)
-    return dict(zip(catalog.task_ids, p, strict=True))
 
 
 def informative(rollouts: pd.DataFrame) -> set[str]:

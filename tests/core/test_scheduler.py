@@ -18,11 +18,6 @@ from envsched_core.scheduler import filling_quota
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    return TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=12))
-
-
-@pytest.fixture(scope="module")
 def success(catalog):
     """A fixed success probability per task: a quarter of them mixed, the rest mostly fail."""
     rng = np.random.default_rng(1)
