@@ -6,8 +6,8 @@ One definition for every scheduler and every caller (the pipeline's `variance_pr
 - The trained groups: when the step over-sampled (the batch has 'oversample' rows: DAPO / GRESO dynamic
   sampling, EnvSched's refill rounds or over-sampled first round), the first B groups with reward
   variance > 0 in batch order (generation order), B = the batch's non-oversample rows, or all of them if
-  fewer (the filter runs before the GRPO batch is formed); otherwise every group of the batch (a zero-variance group is in the GRPO batch, it only
-  adds no gradient).
+  fewer (the filter runs before the GRPO batch is formed); otherwise every group of the batch (a
+  zero-variance group is in the GRPO batch, it only adds no gradient).
 A group's realised variance is the population variance of its G rewards in ``rollouts``.
 - ``schedule/mean_variance``, ``schedule/median_variance``: over the trained groups.
 - ``schedule/median_reward``: median over the trained groups of each group's mean reward.

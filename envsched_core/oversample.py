@@ -46,6 +46,7 @@ class InformativeShare:
         if factor <= 0 or self.step < 0:
             return 0
         share = max(self.share, SHARE_FLOOR)
+        # less a hair, so that rounding error on an exact multiple does not add a task
         return min(batch_size, math.ceil(factor * batch_size * (1 - share) / share - 1e-9))
 
     def state_dict(self) -> dict:

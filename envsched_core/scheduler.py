@@ -363,9 +363,11 @@ class EnvSched:
     def _select_oversample(self, predicted: Predicted, room, chosen) -> np.ndarray:
         """The k extra tasks of an over-sampled first round (``oversample_factor``): exploitation's next best
         after the batch, coverage's when those run out, under the quota left by the batch."""
-        size = self.share.extra(self.cfg.batch_size, self.cfg.oversample_factor)
-        if size == 0 or not self.stats.any_observed:
-            return np.zeros(0, np.int64)
+        size = self.share.extra(self.cfg.batch_size, self.cfg.oversample_factor)  # 0 before any observe
+        return self._next_best(predicted, room, chosen, size) if size else np.zeros(0, np.int64)
+
+    def _next_best(self, predicted: Predicted, room, chosen, size: int) -> np.ndarray:
+        """``size`` more tasks beyond those ``chosen``: exploitation's ranking, coverage's when it runs out."""
         rows = self._select_exploit(predicted.v_hat, predicted.has_evidence, room, chosen, size)
         if len(rows) < size:
             rows = np.concatenate([rows, self._select_coverage(predicted, room, chosen, size - len(rows))])
@@ -397,9 +399,7 @@ class EnvSched:
         chosen[self.rounds.rows] = True
         # a zero-variance group frees its environment's slot: the trained batch stays under the quota
         room = self.env_quota - np.bincount(env[self.rounds.informative], minlength=self.catalog.n_envs)
-        rows = self._select_exploit(predicted.v_hat, predicted.has_evidence, room, chosen, size)
-        if len(rows) < size:
-            rows = np.concatenate([rows, self._select_coverage(predicted, room, chosen, size - len(rows))])
+        rows = self._next_best(predicted, room, chosen, size)
         self.rounds.add(rows)
         return self._batch_frame(rows, "oversample", predicted)
 
