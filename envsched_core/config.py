@@ -217,8 +217,8 @@ class SchedulerConfig:
     tasks not yet rolled out this step (about 1.25 x the shortfall, exploitation's ranking, under the
     environment quota counted over the step's informative groups). The policy trains on the first B informative
     groups, as with DAPO / GRESO, and every rollout counts as spent. Needs a trainer that can generate again
-    before its update (the pipeline's engines, the simulator); an asynchronous one (rewards observed late) and
-    the TRL / veRL adapters run one round. 0: one round per step (docs/scheduler.md, "Refill rounds")."""
+    before its update (the pipeline's engines, the simulator); an asynchronous one (rewards observed late) runs
+    one round, and the TRL / veRL adapters refuse it. 0: one round per step (docs/scheduler.md, "Refill rounds")."""
     oversample_factor: float = 0.0
     """Dynamic sampling in one generation pass: each step's first round adds k of exploitation's next-best tasks
     (role 'oversample', under the environment quota counted over all B + k) to the B it selects, with
@@ -226,7 +226,7 @@ class SchedulerConfig:
     observed informative (weight 0.3 on the latest step; read as at least 0.3). The policy trains on the first
     B informative groups, as with DAPO's over-sampling, and every rollout counts as spent. Unlike refill rounds
     it needs no second pass and runs with rewards observed late; the TRL / veRL adapters, whose generation batch
-    is fixed, hand the trainer the first B rows only. 0: off (docs/scheduler.md, "Over-sampled first round")."""
+    is fixed, refuse it. 0: off (docs/scheduler.md, "Over-sampled first round")."""
     pool_factor: int = 4
     """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
 

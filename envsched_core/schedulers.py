@@ -135,10 +135,13 @@ def graph_overrides(name: str, overrides: dict[str, Any]) -> tuple[bool, bool]:
 def fold_history(scheduler: Scheduler, history: pd.DataFrame, step_offset: int | None = None) -> None:
     """Fold earlier rollouts (task_id, step, reward) into a fresh scheduler, oldest step first: EnvSched
     through ``warm_start`` (exactly, its clock at ``step_offset``; default: the history's last step), a
-    baseline through its own ``observe``, one step at a time (its statistics read no step, so each is fed
-    as step 0)."""
+    baseline through its own ``fold`` where its state follows step boundaries (GRESO's adaptive p), else
+    through ``observe``, one step at a time (its statistics read no step, so each is fed as step 0)."""
     if isinstance(scheduler, EnvSched):
         scheduler.warm_start(history, step_offset=step_offset)
+        return
+    if hasattr(scheduler, "fold"):
+        scheduler.fold(history)
         return
     for _, part in history.groupby("step", sort=True):
         scheduler.observe(part.assign(step=0))

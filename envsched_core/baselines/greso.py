@@ -169,6 +169,23 @@ class GRESOScheduler(BaselineScheduler):
         self.rolled[self._rows(task_ids)] = True
         self.step_epoch, self.round_groups, self.round_zero = self.sampler.epoch, 0, 0
 
+    def fold(self, history: pd.DataFrame) -> None:
+        """Earlier rollouts (task_id, step, reward; a rebuilt pool, a continued campaign) as if this scheduler had
+        run their steps: each step's groups are tallied apart and p_easy / p_hard adapt between steps, as in
+        ``select``, once the data were passed over (a task rolled out again, or more groups than tasks; a
+        skipped prompt leaves no row, so this may see the pass a little late). Without it p restarted at p_init."""
+        seen = np.zeros(self.n_tasks, dtype=bool)
+        groups = 0
+        for step, part in history.groupby("step", sort=True):
+            rows = self._rows(part["task_id"].unique())
+            groups += len(rows)
+            if seen[rows].any() or groups > self.n_tasks:
+                self.sampler.epoch = max(self.sampler.epoch, 1)
+            seen[rows] = True
+            self._begin_step(int(step))
+            self.step_epoch = self.sampler.epoch
+            self.observe(part)
+
     def refill_size(self) -> int:
         """Survivors the next round rolls out, 0 when the step is complete; marks the last round."""
         if self.num_informative >= self.batch_size or self.last_round or self.round_groups == 0:

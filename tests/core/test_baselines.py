@@ -19,6 +19,7 @@ from envsched_core.baselines import (
     MoPPSScheduler,
     RandomScheduler,
 )
+from envsched_core.schedulers import fold_history
 from envsched_core.simulator import SimConfig, Simulator, run_campaign
 from envsched_core.state_fit import StateMismatch
 
@@ -194,6 +195,34 @@ def test_greso_p_adapts_only_after_the_first_pass_and_at_target_skips_more():
     sched.observe(rollouts(tally, step=2))  # step 2 drew from the second pass (epoch 1)
     sched.select(3)
     assert (sched.p_easy, sched.p_hard) == pytest.approx((0.49, 0.49))  # ratio >= target: skip more
+
+
+def test_greso_rebuilt_from_its_rollouts_keeps_the_adapted_p_and_the_streaks():
+    """A pool refresh or a continued campaign rebuilds GRESO from the rollouts (fold_history): p_easy / p_hard
+    adapt between the folded steps as they did live, and the next select adapts on the last one."""
+    rng = np.random.default_rng(4)
+    level = {f"t{i}": rng.choice([0.0, 0.05, 0.5, 1.0]) for i in range(30)}  # mostly zero-variance groups
+
+    def rewards_of(task_id):
+        return list((rng.random(8) < level[task_id]).astype(float))
+
+    config = GRESOConfig(batch_size=4)
+    live = GRESOScheduler(tasks(30), config, seed=0)
+    history = []
+    for step in range(1, 25):
+        frame = live.select(step)
+        while not frame.empty:  # the step's rounds, each observed before the next refill
+            history.append(rollouts({t: rewards_of(t) for t in frame["task_id"]}, step=step))
+            live.observe(history[-1])
+            frame = live.refill(step)
+    assert live.p_hard != config.p_init  # the run adapted p (its last step's tally is still pending)
+    rebuilt = GRESOScheduler(tasks(30), config, seed=9)
+    fold_history(rebuilt, pd.concat(history, ignore_index=True))
+    for name in ("p_easy", "p_hard", "easy_streak", "hard_streak", "n_groups", "n_easy", "n_hard", "step"):
+        assert np.array_equal(getattr(rebuilt, name), getattr(live, name)), name
+    live.select(25)
+    rebuilt.select(25)
+    assert (rebuilt.p_easy, rebuilt.p_hard) == (live.p_easy, live.p_hard) != (config.p_init,) * 2
 
 
 def test_dps_hmm_update_matches_hand_computation():

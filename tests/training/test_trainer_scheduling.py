@@ -101,6 +101,15 @@ def test_dynamic_sampling_baselines_fill_the_trainers_batch_with_their_first_gen
     assert isinstance(greso, GRESOScheduler) and len(greso.select(1)) >= 6
 
 
+@pytest.mark.parametrize("option", [{"refill_rounds": 2}, {"oversample_factor": 0.5}])
+def test_envsched_options_a_fixed_generation_batch_cannot_run_are_refused_not_dropped(option):
+    ((name, value),) = option.items()
+    with pytest.raises(ValueError, match=rf"^scheduler option {name}={value} cannot run in a trainer \("):
+        make_scheduler("envsched", TASKS, 4, 2, options=option)
+    # Off (0) is accepted: that is the default.
+    assert make_scheduler("envsched", TASKS, 4, 2, options={name: 0}).cfg.batch_size == 4
+
+
 def _run(b: StepBatches, steps: int) -> None:
     for _ in range(steps):
         step, rows = b.next_batch()

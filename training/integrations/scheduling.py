@@ -49,6 +49,13 @@ SCHEDULERS: dict[str, SchedulerEntry] = {
     for name, spec in REGISTRY.items()
 }
 
+# EnvSched's dynamic-sampling options, which a trainer with a fixed generation batch asked once per step
+# cannot honour; refused rather than silently dropped (the pipeline's engines and the simulator run them).
+UNSUPPORTED_IN_TRAINERS = {
+    "refill_rounds": "it rolls out more rounds after a round's rewards, and the trainer generates once per step",
+    "oversample_factor": "its batch grows past B, and the trainer's generation batch is fixed",
+}
+
 
 def scheduler_batch_size(name: str, prompts_per_step: int, options: dict[str, Any] | None = None) -> int:
     """B for scheduler ``name`` so that its first generation batch fills ``prompts_per_step`` prompts."""
@@ -82,6 +89,12 @@ def make_scheduler(
         if reserved in options:
             raise ValueError(
                 f"{reserved} comes from the trainer's batch settings, not from scheduler options"
+            )
+    for option, why in UNSUPPORTED_IN_TRAINERS.items():
+        if options.get(option):
+            raise ValueError(
+                f"scheduler option {option}={options[option]!r} cannot run in a trainer ({why}); "
+                "leave it at 0 here, a pipeline campaign runs it"
             )
     config = entry.config_cls(
         batch_size=scheduler_batch_size(name, prompts_per_step, options), group_size=group_size, **options
