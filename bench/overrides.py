@@ -7,6 +7,7 @@ precedes its first '=', so a label may itself hold ':' (the suite's ``es:...`` r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from envsched_core.schedulers import refilling_schedulers
@@ -21,6 +22,15 @@ def key_value(item: str) -> tuple[str, object]:
         return key, json.loads(value)
     except json.JSONDecodeError:
         raise SystemExit(f'{item!r}: the value must be JSON (true, 0.5, "variance"), got {value!r}') from None
+
+
+def field_overrides(items: list[str], config_cls: type) -> dict[str, object]:
+    """``--set`` items (``field=value``) -> {field: JSON value}, each a field of the dataclass ``config_cls``."""
+    overrides = dict(key_value(item) for item in items)
+    unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(config_cls)})
+    if unknown:
+        raise SystemExit(f"--set: {config_cls.__name__} has no field(s) {unknown}")
+    return overrides
 
 
 def parse_variant(item: str, taken) -> tuple[str, dict]:

@@ -19,6 +19,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 from threadpoolctl import threadpool_limits
 
+from bench.overrides import field_overrides
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.worlds import REGIMES
 
@@ -80,13 +81,7 @@ def main() -> None:
     parser.add_argument("--plot", default=None, help="write a reliability diagram (PNG) to this path")
     args = parser.parse_args()
     seeds = [int(s) for s in args.world_seeds.split(",")]
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        default = getattr(SchedulerConfig(), key, None)
-        if default is None:
-            parser.error(f"--set {item}: SchedulerConfig has no field {key!r}")
-        overrides[key] = value.lower() in ("1", "true") if isinstance(default, bool) else type(default)(value)
+    overrides = field_overrides(args.set, SchedulerConfig)
     panels = []
     with threadpool_limits(limits=1):
         for regime in args.regimes.split(","):

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from bench.overrides import field_overrides
 from bench.scheduler_suite import _mean_or_dash, fmt, make_world, scheduler_for
 from envsched_core import EnvSched, SchedulerConfig
 from envsched_core.scheduler import Predicted
@@ -134,10 +135,7 @@ def main() -> None:
     parser.add_argument("--with-envsched", action="store_true", help="also run EnvSched as built")
     parser.add_argument("--set", action="append", default=[], help="SchedulerConfig FIELD=VALUE for oracles")
     args = parser.parse_args()
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        overrides[key] = type(getattr(SchedulerConfig(), key))(float(value) if "." in value else int(value))
+    overrides = field_overrides(args.set, SchedulerConfig)
     names = ["random", *args.modes.split(",")] + (["envsched"] if args.with_envsched else [])
     horizon = args.horizon or args.target_step
     seeds = [int(s) for s in args.world_seeds.split(",")]
