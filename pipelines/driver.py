@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import dagster as dg
 
@@ -174,12 +175,18 @@ def sensor_run_tags(request: dg.RunRequest, sensor_name: str) -> dict[str, str]:
     return {**request.tags, RUN_KEY_TAG: request.run_key, SENSOR_TAG: sensor_name}
 
 
-def _evaluate(ctx: DriverContext, sensor_name: str, cursor: str | None = None) -> tuple[list, str | None]:
+def evaluate_sensor(ctx: DriverContext, sensor_name: str, cursor: str | None = None) -> Any:
+    """One tick of sensor ``sensor_name`` over the context's instance and resources, as the daemon would
+    evaluate it (what the sensor returns: a ``SensorResult``, or run requests)."""
     sensor = ctx.defs.resolve_sensor_def(sensor_name)
     context = dg.build_sensor_context(
         instance=ctx.instance, cursor=cursor, definitions=ctx.defs, resources=dict(ctx.defs.resources or {})
     )
-    result = sensor(context)  # Dagster's documented way to evaluate a sensor outside the daemon
+    return sensor(context)  # Dagster's documented way to evaluate a sensor outside the daemon
+
+
+def _evaluate(ctx: DriverContext, sensor_name: str, cursor: str | None = None) -> tuple[list, str | None]:
+    result = evaluate_sensor(ctx, sensor_name, cursor)
     if isinstance(result, dg.SensorResult):
         return list(result.run_requests or []), result.cursor
     return [r for r in (result or []) if isinstance(r, dg.RunRequest)], cursor

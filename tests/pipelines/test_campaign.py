@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.campaign import CampaignConfig
-from pipelines.driver import CampaignFailed, ingest_pending, run_campaign
+from pipelines.driver import CampaignFailed, _execute, evaluate_sensor, ingest_pending, run_campaign
 from pipelines.paths import Paths
 from warehouse.landing import step_path
 from warehouse.store import Warehouse
@@ -86,37 +86,14 @@ def test_campaign_sensor_fired_twice_and_file_redelivered_add_no_rows(driver):
     runs_a, cursor = ingest_pending(driver, None)
     runs_b, _ = ingest_pending(driver, None)
     assert (runs_a, runs_b) == (1, 0)  # the second tick sees the file already loaded
-    sensor = driver.defs.resolve_sensor_def("landing_sensor")
-    import dagster as dg
-
-    from pipelines.driver import _execute
-
-    context = dg.build_sensor_context(
-        instance=driver.instance, definitions=driver.defs, resources=dict(driver.defs.resources)
-    )
     # a tick evaluated before the load saw the file: execute its request again, as a double-fired sensor would
-    request = dg.RunRequest(
-        run_key=f"{landing}:dup",
-        partition_key="twice",
-        run_config={"ops": {"rollouts": {"config": {"path": str(landing)}}}},
-    )
-    _execute(driver, "ingest_rollouts", request.partition_key, request.run_config)
+    _execute(driver, "ingest_rollouts", "twice", {"ops": {"rollouts": {"config": {"path": str(landing)}}}})
     assert _count(driver.store, "rollouts", "twice") == B * G
     # Re-deliver the same file (same bytes, new mtime): the sensor's cursor skips it ...
     landing.write_bytes(landing.read_bytes())
-    assert (
-        sensor(
-            dg.build_sensor_context(
-                instance=driver.instance,
-                cursor=cursor,
-                definitions=driver.defs,
-                resources=dict(driver.defs.resources),
-            )
-        ).run_requests
-        == []
-    )
+    assert evaluate_sensor(driver, "landing_sensor", cursor).run_requests == []
     # ... and without a cursor the ledger does.
-    assert sensor(context).run_requests == []
+    assert evaluate_sensor(driver, "landing_sensor").run_requests == []
     assert _count(driver.store, "rollouts", "twice") == B * G
     assert driver.store.scalar("SELECT count(*) FROM ingested_files WHERE campaign_id = 'twice'") == 1
 

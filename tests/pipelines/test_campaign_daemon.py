@@ -10,7 +10,7 @@ from pipelines.batch_contract import batch_problem
 from pipelines.campaign import build_scheduler
 from pipelines.campaign_status import CAMPAIGN_TAG, STEP_TAG
 from pipelines.cli import main
-from pipelines.driver import CampaignFailed, _execute, run_campaign, sensor_run_tags
+from pipelines.driver import CampaignFailed, _execute, evaluate_sensor, run_campaign, sensor_run_tags
 from pipelines.paths import Paths
 from pipelines.start_campaign import run_config_for
 
@@ -30,11 +30,7 @@ def _config(campaign_id: str, steps: int = 2, batch_size: int = B, **changes) ->
 
 
 def _evaluate_sensor(driver) -> dg.SensorResult:
-    sensor = driver.defs.resolve_sensor_def("campaign_sensor")
-    context = dg.build_sensor_context(
-        instance=driver.instance, definitions=driver.defs, resources=dict(driver.defs.resources)
-    )
-    return sensor(context)
+    return evaluate_sensor(driver, "campaign_sensor")
 
 
 def _sensor_requests(driver) -> list[dg.RunRequest]:
@@ -495,11 +491,7 @@ def test_an_ingestion_the_landing_sensor_launched_is_retried_by_the_campaign_sen
         (request,) = _sensor_requests(driver)
         _launch(driver, request)
     assert _sensor_requests(driver) == []  # the landing sensor's to ingest
-    landing = driver.defs.resolve_sensor_def("landing_sensor")
-    context = dg.build_sensor_context(
-        instance=driver.instance, definitions=driver.defs, resources=dict(driver.defs.resources)
-    )
-    (ingest,) = landing(context).run_requests
+    (ingest,) = evaluate_sensor(driver, "landing_sensor").run_requests
     _run_locked_out(driver, ingest.with_replaced_attrs(job_name="ingest_rollouts"), monkeypatch, ingest.tags)
     (retry,) = _sensor_requests(driver)  # its cursor has seen the file: the campaign sensor asks again
     assert (retry.job_name, retry.run_key) == ("ingest_rollouts", "reingested:ingest:1:retry1")

@@ -4,13 +4,12 @@ re-deliveries never rewrite history, failures say their cause in one line, resum
 import json
 import os
 
-import dagster as dg
 import pytest
 
 import warehouse.landing as landing_module
 import warehouse.store as store_module
 from pipelines.campaign import CampaignConfig
-from pipelines.driver import CampaignFailed, _execute, ingest_pending, run_campaign
+from pipelines.driver import CampaignFailed, _execute, evaluate_sensor, ingest_pending, run_campaign
 from pipelines.paths import Paths
 from warehouse.landing import step_path
 from warehouse.store import Warehouse
@@ -31,13 +30,7 @@ def _start(driver, config: CampaignConfig) -> None:
 
 
 def _sensor(driver, cursor=None):
-    context = dg.build_sensor_context(
-        instance=driver.instance,
-        cursor=cursor,
-        definitions=driver.defs,
-        resources=dict(driver.defs.resources),
-    )
-    return driver.defs.resolve_sensor_def("landing_sensor")(context)
+    return evaluate_sensor(driver, "landing_sensor", cursor)
 
 
 def test_sensor_skips_odd_entries_reports_once_and_rehashes_nothing_loaded(driver, monkeypatch, capfd):
