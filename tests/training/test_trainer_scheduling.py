@@ -105,9 +105,10 @@ def test_dynamic_sampling_baselines_fill_the_trainers_batch_with_their_first_gen
 def test_envsched_options_a_fixed_generation_batch_cannot_run_are_refused_not_dropped(option):
     ((name, value),) = option.items()
     with pytest.raises(ValueError, match=rf"^scheduler option {name}={value} cannot run in a trainer \("):
-        make_scheduler("envsched", TASKS, 4, 2, options=option)
+        StepBatches(make_scheduler("envsched", TASKS, 4, 2, options=option), ROWS, 4)
     # Off (0) is accepted: that is the default.
-    assert make_scheduler("envsched", TASKS, 4, 2, options={name: 0}).cfg.batch_size == 4
+    off = StepBatches(make_scheduler("envsched", TASKS, 4, 2, options={name: 0}), ROWS, 4)
+    assert off.next_batch()[0] == 1
 
 
 def _run(b: StepBatches, steps: int) -> None:

@@ -50,7 +50,8 @@ SCHEDULERS: dict[str, SchedulerEntry] = {
 }
 
 # EnvSched's dynamic-sampling options, which a trainer with a fixed generation batch asked once per step
-# cannot honour; refused rather than silently dropped (the pipeline's engines and the simulator run them).
+# cannot honour; StepBatches refuses them rather than dropping them silently, whether the scheduler came from
+# make_scheduler or was built by the user (the pipeline's engines and the simulator run them).
 UNSUPPORTED_IN_TRAINERS = {
     "refill_rounds": "it rolls out more rounds after a round's rewards, and the trainer generates once per step",
     "oversample_factor": "its batch grows past B, and the trainer's generation batch is fixed",
@@ -90,12 +91,6 @@ def make_scheduler(
             raise ValueError(
                 f"{reserved} comes from the trainer's batch settings, not from scheduler options"
             )
-    for option, why in UNSUPPORTED_IN_TRAINERS.items():
-        if options.get(option):
-            raise ValueError(
-                f"scheduler option {option}={options[option]!r} cannot run in a trainer ({why}); "
-                "leave it at 0 here, a pipeline campaign runs it"
-            )
     config = entry.config_cls(
         batch_size=scheduler_batch_size(name, prompts_per_step, options), group_size=group_size, **options
     )
@@ -121,6 +116,15 @@ class StepBatches:
     def __init__(self, scheduler: Any, row_of_task: dict[str, int], prompts_per_step: int):
         if prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
+        # EnvSched's SchedulerConfig; the baselines have no such fields
+        settings = getattr(scheduler, "cfg", None)
+        for option, why in UNSUPPORTED_IN_TRAINERS.items():
+            value = getattr(settings, option, 0)
+            if value:
+                raise ValueError(
+                    f"scheduler option {option}={value!r} cannot run in a trainer ({why}); "
+                    "leave it at 0 here, a pipeline campaign runs it"
+                )
         self.scheduler = scheduler
         self.row_of_task = dict(row_of_task)
         self.prompts_per_step = prompts_per_step
