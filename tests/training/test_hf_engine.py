@@ -36,7 +36,13 @@ def batch_of(frame: pd.DataFrame, task_ids: list[str]) -> pd.DataFrame:
 
 
 def engine_options(model_dir, **changes):
-    return {"model": str(model_dir), "max_new_tokens": 8, "grpo": {"micro_batch_size": 2}} | changes
+    # CPU unless a test says otherwise: bit-for-bit resume and the CPU tensors of these checks need it.
+    return {
+        "model": str(model_dir),
+        "device": "cpu",
+        "max_new_tokens": 8,
+        "grpo": {"micro_batch_size": 2},
+    } | changes
 
 
 # ---- generation and scoring --------------------------------------------------------------------------
@@ -224,3 +230,37 @@ def test_score_samples_skips_samples_without_policy_tokens(tiny_model):
         tiny_model, [empty, context_only], temperature=1.0, micro_batch_size=2, pad_id=0, bf16=False
     )
     assert (empty.old_logprobs, context_only.old_logprobs) == ([], [0.0, 0.0])
+
+
+def _moved_fraction(before: dict, model) -> float:
+    after = model.state_dict()
+    return sum(int((before[k] != after[k]).sum()) for k in before) / sum(v.numel() for v in before.values())
+
+
+@pytest.mark.parametrize("dtype, moved", [("", (0.9, 1.0)), ("bfloat16", (0.0, 0.2))])
+def test_default_float32_weights_keep_a_small_step_that_bf16_weights_round_away(
+    synthetic_tasks, tiny_lm_dir, dtype, moved
+):
+    """Why the trainer's weights default to float32 on every device: one GRPO step at the default
+    learning rate (1e-6) moves nearly every float32 weight, while a bfloat16 copy keeps few of its moves."""
+    tasks, frame = synthetic_tasks
+    engine = HalfScriptedEngine(frame, G, seed=3, **engine_options(tiny_lm_dir, dtype=dtype))
+    assert engine.dtype == (torch.bfloat16 if dtype else torch.float32)
+    before = {k: v.clone() for k, v in engine.model.state_dict().items()}
+    rows, metrics = engine.run_step(batch_of(frame, [tasks[0].task_id]), step=1)
+    assert rows["reward"].tolist() == [1.0, 0.0] and metrics["train/skipped_step"] == 0
+    assert moved[0] <= _moved_fraction(before, engine.model) <= moved[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_hf_engine_on_cuda_trains_float32_weights_under_bf16_autocast(synthetic_tasks, tiny_lm_dir):
+    tasks, frame = synthetic_tasks
+    default_device = engine_options(tiny_lm_dir, device="")  # empty: cuda when available
+    engine = HalfScriptedEngine(frame, G, seed=3, **default_device)
+    assert engine.device.type == "cuda" and engine.dtype == torch.float32
+    assert engine.grpo.bf16 and engine.generator.autocast
+    before = {k: v.clone() for k, v in engine.model.state_dict().items()}
+    rows, metrics = engine.run_step(batch_of(frame, [tasks[0].task_id]), step=1)
+    assert rows["reward"].tolist() == [1.0, 0.0] and metrics["train/skipped_step"] == 0
+    assert metrics["train/grad_norm"] > 0 and _moved_fraction(before, engine.model) > 0.9
