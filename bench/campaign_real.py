@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.overrides import key_value, parse_variant, without_refilling
+from bench.overrides import field_overrides, key_value, parse_variant, without_refilling
 from environments.frames import catalog_frames
 from environments.registry import get_source
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
@@ -425,7 +425,7 @@ def main() -> None:
     lag = (args.observe_lag, args.sync_warmup)
     schedulers = without_refilling(schedulers, args.observe_lag)
     options = {**REGIMES[args.regime], **dict(key_value(item) for item in args.option)}
-    envsched_config = dict(key_value(item) for item in args.envsched_set)
+    envsched_config = field_overrides(args.envsched_set, SchedulerConfig, "--envsched-set")
     args.out.mkdir(parents=True, exist_ok=True)
     executor = {"executor": "process", "workers": args.workers} if args.workers > 1 else {}
     show_steps = sorted({0, *range(20, steps + 1, 20), target_step, steps})

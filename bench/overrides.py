@@ -24,12 +24,12 @@ def key_value(item: str) -> tuple[str, object]:
         raise SystemExit(f'{item!r}: the value must be JSON (true, 0.5, "variance"), got {value!r}') from None
 
 
-def field_overrides(items: list[str], config_cls: type) -> dict[str, object]:
-    """``--set`` items (``field=value``) -> {field: JSON value}, each a field of the dataclass ``config_cls``."""
+def field_overrides(items: list[str], config_cls: type, flag: str = "--set") -> dict[str, object]:
+    """``flag`` items (``field=value``) -> {field: JSON value}, each a field of the dataclass ``config_cls``."""
     overrides = dict(key_value(item) for item in items)
     unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(config_cls)})
     if unknown:
-        raise SystemExit(f"--set: {config_cls.__name__} has no field(s) {unknown}")
+        raise SystemExit(f"{flag}: {config_cls.__name__} has no field(s) {unknown}")
     return overrides
 
 
