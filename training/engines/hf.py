@@ -75,7 +75,7 @@ class HFEngineOptions:
     """dtype of the trainer's weights (float32, bfloat16, float16); empty: float32 on every device. On CUDA
     the forward passes (generation, scoring, the update) run under bf16 autocast (``grpo.bf16``) over these
     float32 master weights: AdamW steps of lr ~1e-6 are far below bf16's resolution, so bf16 weights round
-    most of every update away (measured: one step at lr 1e-6 moved 2.5% of a bf16 model's weights)."""
+    most of every update away (one step at lr 1e-6 moved 2.5% of the tiny test model's bf16 weights: docs/gpu.md)."""
     generation_batch_size: int = 16
     """Prompts generated together by ``generate`` (``hf`` engine only)."""
     system_prompt: str | None = None
