@@ -13,7 +13,8 @@ On a CUDA machine, over a tiny Qwen2-style chat model built on the spot (``train
 
 ``--home`` is the data folder (``ENVSCHED_HOME``); a folder whose warehouse already holds the
 source's catalogue and embeddings lets the campaign run without the embedding model. Each part prints
-what ran; a part that fails is reported and the next one still runs. Exit status 1 if any part failed.
+what ran; a part that fails is reported and the next one still runs. Exit status 1 if any part failed,
+or if there is no CUDA device (then everything ran on CPU: a dry run of the script).
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import torch
+
 METRICS = ["rollout/count", "train/policy_tokens", "train/loss", "train/grad_norm", "train/step_time_s"]
 
 
 def environment() -> str:
-    import torch
     import transformers
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
@@ -65,12 +67,11 @@ def campaign_report(home: Path, campaign_id: str) -> str:
             "SELECT uri FROM checkpoints WHERE campaign_id = ? ORDER BY step DESC LIMIT 1", [campaign_id]
         ).fetchone()
     table = metrics.pivot(index="step", columns="name", values="value").reindex(columns=METRICS)
-    dtypes = "no checkpoint"
-    if uri:
-        policy = Path(unquote(urlparse(uri[0]).path)) / "policy"
-        with safe_open(str(next(policy.glob("*.safetensors"))), "pt") as weights:
-            dtypes = sorted({str(weights.get_slice(k).get_dtype()) for k in weights.keys()})
-    return f"{table.to_string()}\nsaved policy weights: {dtypes}"
+    dtypes: set[str] = set()
+    for shard in (Path(unquote(urlparse(uri[0]).path)) / "policy").glob("*.safetensors") if uri else []:
+        with safe_open(str(shard), "pt") as weights:
+            dtypes |= {str(weights.get_slice(k).get_dtype()) for k in weights.keys()}
+    return f"{table.to_string()}\nsaved policy weights: {sorted(dtypes) or 'no checkpoint'}"
 
 
 def main() -> int:
@@ -86,7 +87,7 @@ def main() -> int:
     home = (args.home or Path(os.environ.get("ENVSCHED_HOME") or tempfile.mkdtemp())).resolve()
     env = os.environ | {"ENVSCHED_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     print(environment(), f"\ndata folder {home}", flush=True)
-    results = {}
+    results = {"CUDA device": torch.cuda.is_available()}  # without one, the parts below run on CPU
     model = home / "models" / "tiny-lm"
     results["tiny model"] = run("tiny model", [sys.executable, "-m", "training.tiny_lm", str(model)], env)
     gpu_tests = [
@@ -122,7 +123,11 @@ def main() -> int:
         command += ["--engine-option", "max_new_tokens=32"]
         ok = results[f"{engine} campaign"] = run(f"{engine} campaign", command, env)
         if ok:
-            print(campaign_report(home, campaign_id), flush=True)
+            try:
+                print(campaign_report(home, campaign_id), flush=True)
+            except Exception as exc:  # reported like any part, and the next engine still runs
+                print(f"== {engine} campaign report: {type(exc).__name__}: {exc}", flush=True)
+                results[f"{engine} campaign report"] = False
     print("\n| part | result |\n| --- | --- |")
     for part, ok in results.items():
         print(f"| {part} | {'skipped' if ok is None else 'ok' if ok else 'FAILED'} |")

@@ -233,8 +233,9 @@ def test_score_samples_skips_samples_without_policy_tokens(tiny_model):
 
 
 def _moved_fraction(before: dict, model) -> float:
-    after = model.state_dict()
-    return sum(int((before[k] != after[k]).sum()) for k in before) / sum(v.numel() for v in before.values())
+    """Share of the parameters' entries that changed (named_parameters: tied weights count once)."""
+    after = dict(model.named_parameters())
+    return sum(int((before[k] != after[k]).sum()) for k in after) / sum(p.numel() for p in after.values())
 
 
 @pytest.mark.parametrize("dtype, moved", [("", (0.9, 1.0)), ("bfloat16", (0.0, 0.2))])
@@ -246,7 +247,7 @@ def test_default_float32_weights_keep_a_small_step_that_bf16_weights_round_away(
     tasks, frame = synthetic_tasks
     engine = HalfScriptedEngine(frame, G, seed=3, **engine_options(tiny_lm_dir, dtype=dtype))
     assert engine.dtype == (torch.bfloat16 if dtype else torch.float32)
-    before = {k: v.clone() for k, v in engine.model.state_dict().items()}
+    before = {k: p.detach().clone() for k, p in engine.model.named_parameters()}
     rows, metrics = engine.run_step(batch_of(frame, [tasks[0].task_id]), step=1)
     assert rows["reward"].tolist() == [1.0, 0.0] and metrics["train/skipped_step"] == 0
     assert moved[0] <= _moved_fraction(before, engine.model) <= moved[1]
@@ -260,7 +261,7 @@ def test_hf_engine_on_cuda_trains_float32_weights_under_bf16_autocast(synthetic_
     engine = HalfScriptedEngine(frame, G, seed=3, **default_device)
     assert engine.device.type == "cuda" and engine.dtype == torch.float32
     assert engine.grpo.bf16 and engine.generator.autocast
-    before = {k: v.clone() for k, v in engine.model.state_dict().items()}
+    before = {k: p.detach().clone() for k, p in engine.model.named_parameters()}
     rows, metrics = engine.run_step(batch_of(frame, [tasks[0].task_id]), step=1)
     assert rows["reward"].tolist() == [1.0, 0.0] and metrics["train/skipped_step"] == 0
     assert metrics["train/grad_norm"] > 0 and _moved_fraction(before, engine.model) > 0.9
