@@ -162,6 +162,14 @@ class GRPOConfig:
             raise ValueError(f"old_logprobs {self.old_logprobs!r} unknown; choose one of {OLD_LOGPROBS}")
 
 
+def bf16_autocast(device: torch.device, enabled: bool) -> torch.autocast:
+    """bf16 autocast on CUDA when ``enabled``; a no-op elsewhere (CPU runs stay float32 and reproducible).
+    Generation, scoring and the update all use it, so they run the policy at the same precision."""
+    return torch.autocast(
+        device_type=device.type, dtype=torch.bfloat16, enabled=enabled and device.type == "cuda"
+    )
+
+
 def make_optimizer(model: torch.nn.Module, config: GRPOConfig) -> torch.optim.Optimizer:
     """AdamW over the trainable parameters, with the config's learning rate and weight decay."""
     params = [p for p in model.parameters() if p.requires_grad]
@@ -331,9 +339,7 @@ def grpo_update(
             "for another model"
         )
     device = next(model.parameters()).device
-    autocast = torch.autocast(
-        device_type=device.type, dtype=torch.bfloat16, enabled=config.bf16 and device.type == "cuda"
-    )
+    autocast = bf16_autocast(device, config.bf16)
     model.train()
     if ref_model is not None:
         ref_model.eval()

@@ -41,7 +41,14 @@ from training.agent_loop import (
     run_episodes,
 )
 from training.engines.base import Refill, RolloutEngine
-from training.grpo import GRPOConfig, grpo_update, make_optimizer, pad_samples, token_logprobs
+from training.grpo import (
+    GRPOConfig,
+    bf16_autocast,
+    grpo_update,
+    make_optimizer,
+    pad_samples,
+    token_logprobs,
+)
 from training.samples import Sample
 from training.tasks import TaskResolver
 from training.training_state import load_training_state, save_training_state
@@ -141,7 +148,7 @@ class HFGenerator:
         from transformers import GenerationConfig
 
         self.model, self.stop_ids = model, list(stop_ids)
-        self.autocast = autocast  # bf16 autocast when the model is on CUDA (as the update's forward)
+        self.autocast = autocast  # bf16 autocast on CUDA, as scoring and the update
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0]
         self.batch_size = batch_size
         self.config = GenerationConfig(
@@ -173,8 +180,7 @@ class HFGenerator:
             input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
             attention_mask[row, width - len(request.prompt_ids) :] = 1
         self.model.eval()
-        autocast = self.autocast and device.type == "cuda"
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+        with bf16_autocast(device, self.autocast):
             sequences = self.model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),
@@ -203,9 +209,7 @@ def score_samples(
     Samples without policy tokens (a rollout that failed before the model spoke) are left as they are."""
     samples = [s for s in samples if any(s.loss_mask)]
     device = next(model.parameters()).device
-    autocast = torch.autocast(
-        device_type=device.type, dtype=torch.bfloat16, enabled=bf16 and device.type == "cuda"
-    )
+    autocast = bf16_autocast(device, bf16)
     model.eval()
     for start in range(0, len(samples), micro_batch_size):
         micro = list(samples[start : start + micro_batch_size])
