@@ -425,9 +425,8 @@ def main() -> None:
     lag = (args.observe_lag, args.sync_warmup)
     schedulers = without_refilling(schedulers, args.observe_lag)
     options = {**REGIMES[args.regime], **dict(key_value(item) for item in args.option)}
-    envsched_config = field_overrides(args.envsched_set, SchedulerConfig, "--envsched-set")
-    if {"batch_size", "group_size"} & set(envsched_config):
-        raise SystemExit("--envsched-set: set batch_size / group_size with --batch-size / --group-size")
+    sizes = {"batch_size": "--batch-size", "group_size": "--group-size"}
+    envsched_config = field_overrides(args.envsched_set, SchedulerConfig, "--envsched-set", sizes)
     args.out.mkdir(parents=True, exist_ok=True)
     executor = {"executor": "process", "workers": args.workers} if args.workers > 1 else {}
     show_steps = sorted({0, *range(20, steps + 1, 20), target_step, steps})

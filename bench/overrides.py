@@ -24,12 +24,18 @@ def key_value(item: str) -> tuple[str, object]:
         raise SystemExit(f'{item!r}: the value must be JSON (true, 0.5, "variance"), got {value!r}') from None
 
 
-def field_overrides(items: list[str], config_cls: type, flag: str = "--set") -> dict[str, object]:
-    """``flag`` items (``field=value``) -> {field: JSON value}, each a field of the dataclass ``config_cls``."""
+def field_overrides(
+    items: list[str], config_cls: type, flag: str = "--set", reserved: dict[str, str] | None = None
+) -> dict[str, object]:
+    """``flag`` items (``field=value``) -> {field: JSON value}, each a field of the dataclass ``config_cls``.
+    ``reserved``: {field: where the script sets it}, fields the script passes itself, refused here."""
     overrides = dict(key_value(item) for item in items)
     unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(config_cls)})
     if unknown:
         raise SystemExit(f"{flag}: {config_cls.__name__} has no field(s) {unknown}")
+    clash = sorted(set(overrides) & set(reserved or {}))
+    if clash:
+        raise SystemExit(f"{flag}: {clash[0]} is set by {reserved[clash[0]]} here")
     return overrides
 
 

@@ -81,7 +81,12 @@ def main() -> None:
     parser.add_argument("--plot", default=None, help="write a reliability diagram (PNG) to this path")
     args = parser.parse_args()
     seeds = [int(s) for s in args.world_seeds.split(",")]
-    overrides = field_overrides(args.set, SchedulerConfig)
+    reserved = {
+        "batch_size": "the regime",
+        "group_size": "the simulator",
+        "predictor": "the script (it runs both)",
+    }
+    overrides = field_overrides(args.set, SchedulerConfig, reserved=reserved)
     panels = []
     with threadpool_limits(limits=1):
         for regime in args.regimes.split(","):

@@ -135,7 +135,8 @@ def main() -> None:
     parser.add_argument("--with-envsched", action="store_true", help="also run EnvSched as built")
     parser.add_argument("--set", action="append", default=[], help="SchedulerConfig FIELD=VALUE for oracles")
     args = parser.parse_args()
-    overrides = field_overrides(args.set, SchedulerConfig)
+    reserved = {"batch_size": "the regime", "group_size": "the simulator"}
+    overrides = field_overrides(args.set, SchedulerConfig, reserved=reserved)
     names = ["random", *args.modes.split(",")] + (["envsched"] if args.with_envsched else [])
     horizon = args.horizon or args.target_step
     seeds = [int(s) for s in args.world_seeds.split(",")]
