@@ -90,17 +90,7 @@ def main() -> int:
     results = {"CUDA device": torch.cuda.is_available()}  # without one, the parts below run on CPU
     model = home / "models" / "tiny-lm"
     results["tiny model"] = run("tiny model", [sys.executable, "-m", "training.tiny_lm", str(model)], env)
-    gpu_tests = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-m",
-        "gpu",
-        "-p",
-        "no:cacheprovider",
-        "tests/training",
-    ]
+    gpu_tests = [sys.executable, *"-m pytest -q -m gpu -p no:cacheprovider tests/training".split()]
     results["gpu tests"] = run("gpu tests", gpu_tests, env)
     for engine in args.engines.split(","):
         if engine == "vllm" and not importlib.util.find_spec("vllm"):
@@ -110,16 +100,7 @@ def main() -> int:
         campaign_id = f"gpu-smoke-{engine}-{int(time.time())}"
         command = [sys.executable, "-m", "pipelines.cli", "campaign", "run", "--engine", engine]
         command += ["--model", str(model), "--steps", str(args.steps), "--source", args.source]
-        command += [
-            "--batch-size",
-            "4",
-            "--group-size",
-            "2",
-            "--eval-every",
-            "1",
-            "--campaign-id",
-            campaign_id,
-        ]
+        command += [*"--batch-size 4 --group-size 2 --eval-every 1".split(), "--campaign-id", campaign_id]
         command += ["--engine-option", "max_new_tokens=32"]
         ok = results[f"{engine} campaign"] = run(f"{engine} campaign", command, env)
         if ok:
