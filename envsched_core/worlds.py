@@ -82,20 +82,24 @@ class WorldSimulator(Simulator):
         shift_size: float = 2.5,
         chain: bool = False,
         noise: float = 0.0,
+        flaky_envs: float = 0.0,
     ):
         if not 0.0 <= forget < 1.0:
             raise ValueError(f"WorldSimulator: forget={forget} must be in [0, 1).")
         if not 0.0 <= flaky < 1.0:
             raise ValueError(f"WorldSimulator: flaky={flaky} must be in [0, 1).")
+        if not 0.0 <= flaky_envs < 1.0:
+            raise ValueError(f"WorldSimulator: flaky_envs={flaky_envs} must be in [0, 1).")
         if not 0.0 <= shift <= 1.0 or shift_step < 1:
             raise ValueError(
                 f"WorldSimulator: shift={shift} must be in [0, 1], shift_step={shift_step} >= 1."
             )
         if not 0.0 <= noise < 0.5:
             raise ValueError(f"WorldSimulator: noise={noise} must be in [0, 0.5).")
-        if chain and (flaky or noise):
+        if chain and (flaky or flaky_envs or noise):
             raise ValueError("WorldSimulator: chain tasks do not combine with flaky or noisy verifiers.")
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
+        self.flaky_envs = float(flaky_envs)
         self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         super().__init__(config, seed)
@@ -105,6 +109,12 @@ class WorldSimulator(Simulator):
         self._flaky = np.zeros(n_all, dtype=bool)
         self._flaky[self._train_rows] = rng.random(self.n_train) < self.flaky
         self._flaky_rate = rng.uniform(0.3, 0.7, n_all)
+        if self.flaky_envs > 0:  # whole environments flaky: every training task in them
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, 5]))
+            n_bad = max(1, round(self.flaky_envs * config.n_envs))
+            bad = np.zeros(config.n_envs, dtype=bool)
+            bad[rng.choice(config.n_envs, size=n_bad, replace=False)] = True
+            self._flaky[self._train_rows] |= bad[self._task_env[self._train_rows]]
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
@@ -151,7 +161,7 @@ class WorldSimulator(Simulator):
         if self.chain:
             return self._chain_moments(rows)[0]
         p = super()._success(rows)
-        if self.flaky == 0:
+        if self.flaky == 0 and self.flaky_envs == 0:
             return p
         return np.where(self._flaky[rows], self._flaky_rate[rows], p)
 
@@ -229,7 +239,7 @@ class WorldSimulator(Simulator):
         return read_pass - read_fail
 
     def _push_direction(self, rows: np.ndarray, push: np.ndarray) -> np.ndarray:
-        if self.flaky == 0 or not self._flaky[rows].any():
+        if (self.flaky == 0 and self.flaky_envs == 0) or not self._flaky[rows].any():
             return push
         noise = self.rng.normal(size=push.shape)
         return np.where(self._flaky[rows][:, None], push * noise, push)
@@ -263,6 +273,8 @@ class Regime:
     scramble: bool = False
     flaky: float = 0.0
     """Share of training tasks with a policy-blind (coin-flip) verifier; see `WorldSimulator`."""
+    flaky_envs: float = 0.0
+    """Share of environments whose every training task has a policy-blind verifier; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -280,7 +292,8 @@ class Regime:
     def world(self, seed: int, quick: bool = False) -> Simulator:
         """World number ``seed`` of this regime."""
         config = self.sim_config(quick)
-        plain = self.forget == 0 and not self.scramble and self.flaky == 0 and self.shift == 0
+        plain = self.forget == 0 and not self.scramble and self.flaky == 0 and self.flaky_envs == 0
+        plain = plain and self.shift == 0
         if plain and not self.chain and self.noise == 0:
             return Simulator(config, seed)
         return WorldSimulator(
@@ -289,6 +302,7 @@ class Regime:
             forget=self.forget,
             scramble=self.scramble,
             flaky=self.flaky,
+            flaky_envs=self.flaky_envs,
             shift=self.shift,
             chain=self.chain,
             noise=self.noise,
@@ -422,6 +436,14 @@ STRESS_REGIMES: dict[str, Regime] = {
         Regime("paper-b64", "the paper's regime with B = 64", PAPER, batch_size=64, tags=("shared",)),
         Regime(
             "noinfo-flaky", "scrambled catalogue and 10% coin-flip verifiers", BASE, scramble=True, flaky=0.1
+        ),
+        Regime(
+            "flaky-envs",
+            "attack: 6 of the 60 environments are broken (every training task's verifier a coin flip, no "
+            "learning signal); their neighbours and their environment's level all say 'mixed'",
+            BASE,
+            flaky_envs=0.1,
+            tags=("shared",),
         ),
         Regime(
             "three-envs",

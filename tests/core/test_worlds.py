@@ -87,6 +87,21 @@ def heldout_of(sim: WorldSimulator) -> float:
     return sim.heldout_score()
 
 
+def test_worlds_flaky_environments_break_every_training_task_of_the_chosen_environments():
+    sim = WorldSimulator(replace(SMALL, n_envs=10, drift=0.0), seed=4, flaky_envs=0.2)
+    env_of = sim._task_env[sim._train_rows]
+    broken = np.unique(env_of[sim.flaky_tasks])
+    assert len(broken) == 2  # exactly round(0.2 x 10) environments
+    np.testing.assert_array_equal(sim.flaky_tasks, np.isin(env_of, broken))  # all of their tasks, no other
+    before = sim.success_probability()
+    sim.theta += 2.0
+    np.testing.assert_array_equal(sim.success_probability()[sim.flaky_tasks], before[sim.flaky_tasks])
+    plain = WorldSimulator(replace(SMALL, n_envs=10, drift=0.0), seed=4)
+    assert heldout_of(sim) == heldout_of(plain)  # held-out tasks of broken environments stay true
+    with pytest.raises(ValueError, match="flaky_envs=1.0"):
+        WorldSimulator(SMALL, flaky_envs=1.0)
+
+
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     plain = Regime("t", "test", SMALL).world(5)
     same = WorldSimulator(SMALL, seed=5)
