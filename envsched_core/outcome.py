@@ -346,11 +346,16 @@ class OutcomeModel:
 
     def frontier_transfer(self, v: np.ndarray) -> np.ndarray:
         """T_i = sum over i's shared features (its environment, its tools' base names) of the predicted variance
-        of every catalogue task on that feature, each task weighted by its share of the feature (x_i . X^T v).
+        of every catalogue task on that feature, each task weighted by its share of the feature (x_i . X^T v);
+        with ``transfer_per_environment`` an environment's mass is scaled by mean environment size / its size.
         A group's GRPO push moves every skill the task loads on, and what it gains elsewhere is large where many
         tasks at the frontier (p (1 - p) large) load on the same skills; a task's own residual does not transfer."""
         X = self._shared_features
-        return np.asarray(X @ (X.T @ v), dtype=float)
+        mass = X.T @ v
+        if self.cfg.transfer_per_environment:  # the environment columns come first
+            sizes = np.bincount(self.catalog.env, minlength=self.catalog.n_envs).astype(float)
+            mass[: self.catalog.n_envs] *= sizes.mean() / np.maximum(sizes, 1)
+        return np.asarray(X @ mass, dtype=float)
 
     def variance_at(self, z: np.ndarray) -> np.ndarray:
         """Expected group variance at logit z (no posterior spread), per task."""

@@ -9,9 +9,9 @@ World, drawn once from `seed`:
 * `n_envs` environments. Environment e exposes 4..10 tool types (qualified tool names
   "env017.search_order"), has a verifier kind (binary "state_match" or graded "partial_checks", share
   `graded_share`) and a base skill offset.
-* Each environment has `tasks_per_env` training tasks and `heldout_per_env` held-out tasks. A task
-  uses 1..4 of its environment's tool types, has gold_calls = tools + Poisson(1) calls, turns =
-  1 + Poisson(1.5), and a difficulty d_i = d0 + 0.25 gold_calls + 0.15 turns + N(0, difficulty_sd):
+* Each environment has `tasks_per_env` training tasks (uneven sizes with `env_size_skew`) and
+  `heldout_per_env` held-out tasks. A task uses 1..4 of its environment's tool types, has
+  gold_calls = tools + Poisson(1) calls, turns = 1 + Poisson(1.5), and a difficulty d_i = d0 + 0.25 gold_calls + 0.15 turns + N(0, difficulty_sd):
   longer tasks are harder, plus a large idiosyncratic part no signature reveals.
 
 Policy, a vector theta of latent skills: one per environment, one per tool type, one per family,
@@ -143,7 +143,10 @@ class SimConfig:
     n_envs: int = 50
     """Number of environments."""
     tasks_per_env: int = 40
-    """Training tasks per environment (all appear in the catalogue)."""
+    """Training tasks per environment (all appear in the catalogue); the mean when env_size_skew > 0."""
+    env_size_skew: float = 0.0
+    """Uneven environments: the k-th largest has training tasks proportional to k^-env_size_skew (at least 2;
+    the order drawn per world), about n_envs x tasks_per_env in all. 0 = every environment has tasks_per_env."""
     heldout_per_env: int = 6
     """Held-out tasks per environment (evaluation only, never in the catalogue)."""
     n_tool_types: int = 96
@@ -225,9 +228,10 @@ class Simulator:
         self.env_names = np.array([f"env{e:04d}" for e in range(n_env)])
 
         # Tasks (training then held-out), all vectorised: slot s of a task picks env tool k_s.
-        per_env = c.tasks_per_env + c.heldout_per_env
-        n_all = n_env * per_env
+        sizes = self._env_sizes()
+        per_env = sizes + c.heldout_per_env
         env = np.repeat(np.arange(n_env), per_env)
+        n_all = len(env)
         n_tools = rng.integers(1, 5, size=n_all)
         n_tools = np.minimum(n_tools, n_env_tools[env])
         # Random distinct positions within the env's tool list: argsort of uniform keys, masked.
@@ -240,7 +244,7 @@ class Simulator:
         turns = 1 + rng.poisson(1.5, size=n_all)
         difficulty = c.d0 + 0.25 * gold_calls + 0.15 * turns + rng.normal(0, c.difficulty_sd, n_all)
 
-        train = np.tile(np.arange(per_env) < c.tasks_per_env, n_env)
+        train = _position_in_env(env) < sizes[env]
         self.n_train = int(train.sum())
         self._task_env, self._task_types = env, types
         self._gold_calls, self._turns, self._difficulty = gold_calls, turns, difficulty
@@ -294,6 +298,15 @@ class Simulator:
         self._embedding = (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32)
         self._text_seed = int(rng.integers(2**31))
 
+    def _env_sizes(self) -> np.ndarray:
+        """Training tasks per environment (`env_size_skew`; drawn from a stream of its own)."""
+        c = self.config
+        if c.env_size_skew == 0:
+            return np.full(c.n_envs, c.tasks_per_env, dtype=np.int64)
+        share = np.arange(1, c.n_envs + 1, dtype=float) ** -c.env_size_skew
+        share = np.random.default_rng(np.random.SeedSequence([self.seed, 6])).permutation(share / share.sum())
+        return np.maximum(np.rint(share * c.n_envs * c.tasks_per_env), 2).astype(np.int64)
+
     # ---- policy state ---------------------------------------------------------------------------
     def reset(self, run_seed: int = 0) -> Simulator:
         """Restore the initial policy; rollout noise and drift come from (seed, run_seed)."""
@@ -335,9 +348,8 @@ class Simulator:
     # ---- catalogue --------------------------------------------------------------------------------
     @property
     def task_ids(self) -> np.ndarray:
-        per = self.config.tasks_per_env
         e = self._task_env[self._train_rows]
-        j = np.tile(np.arange(per), self.config.n_envs)
+        j = _position_in_env(e)
         return np.char.add(np.char.add(self.env_names[e], "-t"), np.char.zfill(j.astype(str), 4))
 
     def catalog_frame(self) -> pd.DataFrame:
@@ -527,3 +539,8 @@ def steps_to_target(metrics: pd.DataFrame, target: float) -> tuple[float, float]
         return float("nan"), float("nan")
     row = metrics.loc[hit[0]]
     return float(row["step"]), float(row["cum_rollouts"])
+
+
+def _position_in_env(env: np.ndarray) -> np.ndarray:
+    """Each row's index among the rows of its environment (rows sorted by environment)."""
+    return np.arange(len(env)) - np.searchsorted(env, env, side="left")

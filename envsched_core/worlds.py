@@ -446,6 +446,12 @@ STRESS_REGIMES: dict[str, Regime] = {
             tags=("shared",),
         ),
         Regime(
+            "uneven",
+            "uneven environments: sizes ~ k^-1.2, the largest ~400 of the 1,440 training tasks, most under 20",
+            replace(BASE, env_size_skew=1.2),
+            tags=("shared",),
+        ),
+        Regime(
             "three-envs",
             "3 environments x 480 tasks: under the configured quota (7 at B = 32) they cannot fill a batch",
             replace(BASE, n_envs=3, tasks_per_env=480, heldout_per_env=120),

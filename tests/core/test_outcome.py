@@ -325,6 +325,26 @@ def test_frontier_transfer_counts_frontier_tasks_sharing_environment_or_tool_bas
     np.testing.assert_allclose(transfer, np.r_[np.full(4, 2.0), np.full(4, 1.0), np.zeros(4)])
 
 
+def test_transfer_per_environment_takes_a_large_environment_s_size_advantage_away():
+    frame = make_tasks(n_envs=2, per_env=12)
+    frame = frame[(frame["env_id"] == "env0") | (frame.index % 12 < 3)]  # env0: 12 tasks, env1: 3
+    frame["tools"] = [[f"{env}.get_order"] for env in frame["env_id"]]  # one tool base name, shared by both
+    catalog = TaskCatalog.from_frame(frame)
+    frontier = np.full(len(frame), 0.25)  # every task equally at the frontier
+    big = (frame["env_id"] == "env0").to_numpy()
+    total = model(catalog, SchedulerConfig()).frontier_transfer(frontier)
+    per_env = model(catalog, SchedulerConfig(transfer_per_environment=True)).frontier_transfer(frontier)
+    # in total: env0's 12 x 0.25 against env1's 3 x 0.25, plus the shared get_order's 15 x 0.25 for both
+    np.testing.assert_allclose(total, np.where(big, 3.0 + 3.75, 0.75 + 3.75))
+    np.testing.assert_allclose(per_env, np.full(len(frame), 1.875 + 3.75))  # x 7.5/12 and x 7.5/3: equal
+    even = shared_tool_catalog()  # equal sizes: nothing changes
+    v = np.linspace(0.0, 0.25, len(even))
+    np.testing.assert_array_equal(
+        model(even, SchedulerConfig()).frontier_transfer(v),
+        model(even, SchedulerConfig(transfer_per_environment=True)).frontier_transfer(v),
+    )
+
+
 def test_transfer_weight_ranks_the_task_sharing_more_frontier_above_a_slightly_more_mixed_one():
     m = model(shared_tool_catalog(), SchedulerConfig())
     frontier = np.r_[np.full(4, 0.25), np.full(4, 0.05), np.full(4, 0.05)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -42,6 +44,26 @@ def test_simulator_is_deterministic_per_seed():
     mb = run_campaign(RandomScheduler(fb, config, seed=1), b.reset(3), 6)
     pd.testing.assert_frame_equal(ma, mb)
     assert not np.allclose(a.success_probability(), c.success_probability())
+
+
+def test_simulator_uneven_environments_keep_the_total_and_every_held_out_set():
+    sim = Simulator(replace(TINY, env_size_skew=1.5), seed=2)
+    frame = sim.catalog_frame()
+    sizes = frame.groupby("env_id").size()
+    assert sizes.max() > 3 * TINY.tasks_per_env and sizes.min() >= 2  # one large environment, none empty
+    assert abs(len(frame) - TINY.n_envs * TINY.tasks_per_env) <= TINY.n_envs  # about the same catalogue size
+    assert frame["task_id"].is_unique and (frame["task_id"].str.split("-").str[0] == frame["env_id"]).all()
+    heldout_env = sim._task_env[sim._heldout_rows]
+    np.testing.assert_array_equal(np.bincount(heldout_env), np.full(TINY.n_envs, TINY.heldout_per_env))
+    assert len(sim.success_probability()) == len(frame)
+    assert not np.array_equal(
+        sizes.to_numpy(),
+        Simulator(replace(TINY, env_size_skew=1.5), seed=3)
+        .catalog_frame()
+        .groupby("env_id")
+        .size()
+        .to_numpy(),
+    )  # drawn per world
 
 
 def test_simulator_reset_restores_initial_policy():
