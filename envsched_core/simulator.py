@@ -11,8 +11,9 @@ World, drawn once from `seed`:
   `graded_share`) and a base skill offset.
 * Each environment has `tasks_per_env` training tasks (uneven sizes with `env_size_skew`) and
   `heldout_per_env` held-out tasks. A task uses 1..4 of its environment's tool types, has
-  gold_calls = tools + Poisson(1) calls, turns = 1 + Poisson(1.5), and a difficulty d_i = d0 + 0.25 gold_calls + 0.15 turns + N(0, difficulty_sd):
-  longer tasks are harder, plus a large idiosyncratic part no signature reveals.
+  gold_calls = tools + Poisson(1) calls, turns = 1 + Poisson(1.5), and a difficulty
+  d_i = d0 + 0.25 gold_calls + 0.15 turns + N(0, difficulty_sd): longer tasks are harder, plus a large
+  idiosyncratic part no signature reveals.
 
 Policy, a vector theta of latent skills: one per environment, one per tool type, one per family,
 and one per training task (memorisation, which does not transfer to held-out tasks):

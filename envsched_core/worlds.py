@@ -21,7 +21,8 @@ Six mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator
   flips a coin, a nondeterministic environment). Their groups look maximally informative and are not:
   the policy gradient of a reward independent of the actions is zero in expectation, so a trained flaky
   group pushes each skill it loads on by its usual size times N(0, 1) noise. The catalogue does not mark
-  them and held-out tasks are never flaky.
+  them and held-out tasks are never flaky. With `flaky_envs`, every training task of that share of the
+  environments is flaky too (a broken environment: its level, its neighbours and its frontier all say 'mixed').
 * multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
   fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
   the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
@@ -100,6 +101,7 @@ class WorldSimulator(Simulator):
             raise ValueError("WorldSimulator: chain tasks do not combine with flaky or noisy verifiers.")
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.flaky_envs = float(flaky_envs)
+        self._has_flaky = self.flaky > 0 or self.flaky_envs > 0
         self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         super().__init__(config, seed)
@@ -161,7 +163,7 @@ class WorldSimulator(Simulator):
         if self.chain:
             return self._chain_moments(rows)[0]
         p = super()._success(rows)
-        if self.flaky == 0 and self.flaky_envs == 0:
+        if not self._has_flaky:
             return p
         return np.where(self._flaky[rows], self._flaky_rate[rows], p)
 
@@ -239,7 +241,7 @@ class WorldSimulator(Simulator):
         return read_pass - read_fail
 
     def _push_direction(self, rows: np.ndarray, push: np.ndarray) -> np.ndarray:
-        if (self.flaky == 0 and self.flaky_envs == 0) or not self._flaky[rows].any():
+        if not self._has_flaky or not self._flaky[rows].any():
             return push
         noise = self.rng.normal(size=push.shape)
         return np.where(self._flaky[rows][:, None], push * noise, push)
