@@ -92,8 +92,8 @@ def sim_job(job: tuple[str, int, bool, str, int, int, float]) -> dict[str, pd.Da
         for arm in ARMS:
             world.sim.load_state_dict(copy.deepcopy(policy))
             sched = scheduler(arm, world.catalog, b, g, seed + 1, history)
-            shares = watch_picks(sched, added_ids)  # stays empty when no environment was added
-            runs[arm] = run_campaign(sched, world.sim, 2 * target_step)
+            shares: list[float] = []  # stays empty when no environment was added
+            runs[arm] = run_campaign(watch_picks(sched, added_ids, shares), world.sim, 2 * target_step)
             if added_ids:
                 runs[arm]["new_env_share"] = shares
     return runs

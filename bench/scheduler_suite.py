@@ -49,7 +49,7 @@ from threadpoolctl import threadpool_limits
 
 from bench.overrides import without_refilling
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.schedulers import SCHEDULERS
+from envsched_core.schedulers import SCHEDULERS, fold_history
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
 from envsched_core.worlds import ALL_REGIMES, REGIMES, STRESS_REGIMES, Regime
 
@@ -109,16 +109,51 @@ def make_world(regime: Regime, seed: int, quick: bool) -> World:
     return World(regime, seed, sim, TaskCatalog.from_frame(sim.catalog_frame()))
 
 
-def scheduler_for(world: World, name: str, run_seed: int):
-    b = world.regime.batch_size
+def scheduler_for(world: World, name: str, run_seed: int, catalog: TaskCatalog | None = None):
+    """Scheduler ``name`` over ``catalog`` (default: the world's whole catalogue)."""
+    b, catalog = world.regime.batch_size, world.catalog if catalog is None else catalog
     if name in BASELINES:
-        sched = BASELINES[name](world.catalog, b)
+        sched = BASELINES[name](catalog, b)
         sched.rng = np.random.default_rng(run_seed)
         if hasattr(sched, "sampler"):
             sched.sampler.perm = sched.rng.permutation(sched.n_tasks)
         return sched
     config = SchedulerConfig(batch_size=b, group_size=world.sim.config.group_size, **ABLATIONS[name])
-    return EnvSched(world.catalog, config, seed=run_seed)
+    return EnvSched(catalog, config, seed=run_seed)
+
+
+def run_scheduler(
+    world: World, name: str, horizon: int, observe_lag: int, sync_warmup: int, picks_of: set[str]
+) -> tuple[pd.DataFrame, list[float]]:
+    """One campaign of scheduler ``name`` on ``world``: its metrics, and per step the share of its batch among
+    ``picks_of``. Where environments join the catalogue late (`late_envs`), the scheduler starts over the
+    tasks there at step 1 and is rebuilt over the whole catalogue from the campaign's history at `late_step`,
+    as a pipeline does after a pool refresh."""
+    picks: list[float] = []
+    late = getattr(world.sim, "late_tasks", None)
+    if late is None or not late.any():
+        sched = watch_picks(scheduler_for(world, name, world.seed), picks_of, picks)
+        return run_campaign(
+            sched, world.sim.reset(world.seed), horizon, observe_lag=observe_lag, sync_warmup=sync_warmup
+        ), picks
+    first = TaskCatalog.from_frame(world.sim.catalog_frame().loc[~late].reset_index(drop=True))
+    sched = watch_picks(scheduler_for(world, name, world.seed, first), picks_of, picks)
+
+    def rebuilt(history: pd.DataFrame):
+        fresh = scheduler_for(world, name, world.seed)
+        fold_history(fresh, history, step_offset=0)  # the campaign's own clock, as restore_scheduler keeps it
+        return watch_picks(fresh, picks_of, picks)
+
+    metrics = run_campaign(
+        sched,
+        world.sim.reset(world.seed),
+        horizon,
+        observe_lag=observe_lag,
+        sync_warmup=sync_warmup,
+        rebuild_at=world.sim.late_step,
+        rebuild=rebuilt,
+    )
+    return metrics, picks
 
 
 def run_world(
@@ -130,11 +165,7 @@ def run_world(
     flaky_ids = set(np.asarray(world.sim.task_ids)[getattr(world.sim, "flaky_tasks", [])])
     flaky_share: dict[str, float] = {}
     for name in names:
-        sched = scheduler_for(world, name, world.seed)
-        picks = watch_picks(sched, flaky_ids)
-        runs[name] = run_campaign(
-            sched, world.sim.reset(world.seed), horizon, observe_lag=observe_lag, sync_warmup=sync_warmup
-        )
+        runs[name], picks = run_scheduler(world, name, horizon, observe_lag, sync_warmup, flaky_ids)
         flaky_share[name] = float(np.mean(picks)) if flaky_ids else float("nan")
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
     for name, m in runs.items():
@@ -158,12 +189,11 @@ def run_world(
     return out
 
 
-def watch_picks(sched, ids: set[str]) -> list[float]:
-    """Wrap ``sched.select`` to record, per step, the share of the batch among ``ids`` (e.g. the flaky tasks of
-    an attack world); records nothing when ``ids`` is empty."""
-    picks: list[float] = []
+def watch_picks(sched, ids: set[str], picks: list[float]):
+    """``sched``, its ``select`` wrapped to append to ``picks``, per step, the share of the batch among ``ids``
+    (e.g. the flaky tasks of an attack world); unchanged when ``ids`` is empty."""
     if not ids:
-        return picks
+        return sched
     select = sched.select
 
     def recorded(step: int) -> pd.DataFrame:
@@ -172,7 +202,7 @@ def watch_picks(sched, ids: set[str]) -> list[float]:
         return batch
 
     sched.select = recorded
-    return picks
+    return sched
 
 
 def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataFrame:

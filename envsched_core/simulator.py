@@ -47,6 +47,7 @@ Everything is vectorised with numpy and deterministic per (seed, run seed). Two 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -470,6 +471,8 @@ def run_campaign(
     first_step: int = 1,
     observe_lag: int = 0,
     sync_warmup: int = 0,
+    rebuild_at: int | None = None,
+    rebuild: Callable[[pd.DataFrame], Any] | None = None,
 ) -> pd.DataFrame:
     """Run `steps` select -> rollout -> observe (-> refill ...) -> train steps; one metrics row per step.
 
@@ -488,12 +491,22 @@ def run_campaign(
     seen the rewards of steps <= t - 1 - L only (L = 1: the next batch is chosen while this one's
     rollouts are still running), except that steps <= `sync_warmup` are observed before the next one is
     selected; rewards still in flight at the end are observed before returning.
+
+    `rebuild_at` = K with `rebuild(history)`: before step K the campaign's scheduler is replaced by
+    `rebuild(every rollout so far)` (task_id, step, reward; what was in flight is observed first), as a
+    pipeline rebuilds its scheduler when the pool changes (tasks added mid-campaign).
     """
+    if (rebuild_at is None) != (rebuild is None):
+        raise ValueError("run_campaign: rebuild_at and rebuild go together.")
     feed = RewardFeed(scheduler, observe_lag, sync_warmup)
     catalog = sim.task_catalog()
-    rows, cum = [], 0
+    rows, cum, history = [], 0, []
     heldout0 = sim.heldout_score()
     for step in range(first_step, first_step + steps):
+        if step == rebuild_at:
+            feed.flush()
+            scheduler = rebuild(pd.concat(history, ignore_index=True))
+            feed = RewardFeed(scheduler, observe_lag, sync_warmup)
         expected = sim.expected_variance()
 
         def roll(frame: pd.DataFrame, step: int = step) -> pd.DataFrame:
@@ -502,6 +515,8 @@ def run_campaign(
         every, parts = rollout_rounds(scheduler.select(step), roll, feed.next_round(step))
         rollouts = pd.concat(parts, ignore_index=True)
         feed.step_done(step, rollouts)
+        if rebuild_at is not None:
+            history.append(rollouts[["task_id", "step", "reward"]])
         b = int((every["role"] != "oversample").sum())
         trained = sim.train(rollouts, b)
         sim.drift()

@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Six mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Seven mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -34,6 +34,10 @@ Six mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator
   checks, is read flipped with probability `noise`, both ways (an LLM judge, a flaky test). All-fail tasks then
   show mixed groups, with no signal in them: a group's push is its noise-free push times how much a read check
   says about the outcome, P(pass | read pass) - P(pass | read fail) at the task's success rate.
+* environments added mid-campaign (`late_envs`): the training tasks of that share of the environments join the
+  catalogue only at `late_step` (a new benchmark or API added to a running campaign); their held-out tasks count
+  from the start. `bench/scheduler_suite.py` rebuilds each scheduler then from the campaign's history
+  (`schedulers.fold_history`, as a pipeline does after a pool refresh).
 * environment updates (an attack on schedulers that trust their history): after step `shift_step` a share
   `shift` of the environments is updated, and every task in them, training and held-out alike, gets
   `shift_size` logits harder or easier (the sign drawn per environment), once. What was learned about those
@@ -84,6 +88,8 @@ class WorldSimulator(Simulator):
         chain: bool = False,
         noise: float = 0.0,
         flaky_envs: float = 0.0,
+        late_envs: float = 0.0,
+        late_step: int = 30,
     ):
         if not 0.0 <= forget < 1.0:
             raise ValueError(f"WorldSimulator: forget={forget} must be in [0, 1).")
@@ -91,6 +97,10 @@ class WorldSimulator(Simulator):
             raise ValueError(f"WorldSimulator: flaky={flaky} must be in [0, 1).")
         if not 0.0 <= flaky_envs < 1.0:
             raise ValueError(f"WorldSimulator: flaky_envs={flaky_envs} must be in [0, 1).")
+        if not 0.0 <= late_envs < 1.0 or late_step < 2:
+            raise ValueError(
+                f"WorldSimulator: late_envs={late_envs} must be in [0, 1), late_step={late_step} >= 2."
+            )
         if not 0.0 <= shift <= 1.0 or shift_step < 1:
             raise ValueError(
                 f"WorldSimulator: shift={shift} must be in [0, 1], shift_step={shift_step} >= 1."
@@ -102,6 +112,7 @@ class WorldSimulator(Simulator):
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.flaky_envs = float(flaky_envs)
         self._has_flaky = self.flaky > 0 or self.flaky_envs > 0
+        self.late_envs, self.late_step = float(late_envs), int(late_step)
         self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         super().__init__(config, seed)
@@ -117,6 +128,13 @@ class WorldSimulator(Simulator):
             bad = np.zeros(config.n_envs, dtype=bool)
             bad[rng.choice(config.n_envs, size=n_bad, replace=False)] = True
             self._flaky[self._train_rows] |= bad[self._task_env[self._train_rows]]
+        late = np.zeros(config.n_envs, dtype=bool)
+        if self.late_envs > 0:  # environments that join the catalogue at late_step
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, 7]))
+            late[
+                rng.choice(config.n_envs, size=max(1, round(self.late_envs * config.n_envs)), replace=False)
+            ] = True
+        self._late = late[self._task_env[self._train_rows]]
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
@@ -152,6 +170,12 @@ class WorldSimulator(Simulator):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self._set_steps_done(int(state["steps_done"]))
+
+    @property
+    def late_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of those that join the catalogue at ``late_step``; their
+        environments' held-out tasks count from the start."""
+        return self._late
 
     @property
     def flaky_tasks(self) -> np.ndarray:
@@ -277,6 +301,8 @@ class Regime:
     """Share of training tasks with a policy-blind (coin-flip) verifier; see `WorldSimulator`."""
     flaky_envs: float = 0.0
     """Share of environments whose every training task has a policy-blind verifier; see `WorldSimulator`."""
+    late_envs: float = 0.0
+    """Share of environments whose training tasks join the catalogue at step 30; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -295,7 +321,7 @@ class Regime:
         """World number ``seed`` of this regime."""
         config = self.sim_config(quick)
         plain = self.forget == 0 and not self.scramble and self.flaky == 0 and self.flaky_envs == 0
-        plain = plain and self.shift == 0
+        plain = plain and self.shift == 0 and self.late_envs == 0
         if plain and not self.chain and self.noise == 0:
             return Simulator(config, seed)
         return WorldSimulator(
@@ -305,6 +331,7 @@ class Regime:
             scramble=self.scramble,
             flaky=self.flaky,
             flaky_envs=self.flaky_envs,
+            late_envs=self.late_envs,
             shift=self.shift,
             chain=self.chain,
             noise=self.noise,
@@ -445,6 +472,14 @@ STRESS_REGIMES: dict[str, Regime] = {
             "learning signal); their neighbours and their environment's level all say 'mixed'",
             BASE,
             flaky_envs=0.1,
+            tags=("shared",),
+        ),
+        Regime(
+            "late-envs",
+            "a third of the environments join the catalogue at step 30 (a benchmark added mid-campaign); "
+            "every scheduler is rebuilt then from the campaign's history",
+            BASE,
+            late_envs=1 / 3,
             tags=("shared",),
         ),
         Regime(

@@ -211,6 +211,33 @@ def test_run_campaign_observes_the_sync_warmup_steps_before_the_next_select():
     assert sched.seen == list(range(1, 9))
 
 
+def test_run_campaign_rebuilds_its_scheduler_from_the_history_at_rebuild_at():
+    sim = Simulator(TINY, seed=5)
+    frame = sim.catalog_frame()
+    first = Recording(frame["task_id"].to_numpy()[:6], frame["env_id"].to_numpy()[:6])
+    later = Recording(frame["task_id"].to_numpy()[6:10], frame["env_id"].to_numpy()[6:10])
+    given = []
+
+    def rebuild(history):
+        given.append(history)
+        later.observe(history)
+        return later
+
+    metrics = run_campaign(first, sim, 6, observe_lag=1, rebuild_at=4, rebuild=rebuild)
+    history = given[0]
+    assert sorted(set(history["step"])) == [1, 2, 3] and list(history.columns) == [
+        "task_id",
+        "step",
+        "reward",
+    ]
+    assert set(history["task_id"]) == set(frame["task_id"][:6]) and len(history) == 3 * 6 * TINY.group_size
+    assert first.seen == [1, 2, 3]  # what was in flight at the rebuild was observed first
+    assert later.seen_at_select == {4: [1, 2, 3], 5: [1, 2, 3], 6: [1, 2, 3, 4]}  # then lag 1 again
+    assert list(metrics["rollouts"]) == [48] * 3 + [32] * 3  # the new scheduler's batches from step 4
+    with pytest.raises(ValueError, match="go together"):
+        run_campaign(first, sim, 2, rebuild_at=2)
+
+
 def test_run_campaign_refuses_observe_lag_for_dynamic_sampling():
     sim = Simulator(TINY, seed=5)
     sched = DAPODynamicSampling(sim.catalog_frame(), DAPOConfig(batch_size=8), seed=0)

@@ -102,6 +102,20 @@ def test_worlds_flaky_environments_break_every_training_task_of_the_chosen_envir
         WorldSimulator(SMALL, flaky_envs=1.0)
 
 
+def test_worlds_late_environments_are_whole_environments_and_change_nothing_else():
+    config = replace(SMALL, n_envs=9, drift=0.0)
+    sim = WorldSimulator(config, seed=4, late_envs=1 / 3, late_step=5)
+    env_of = sim._task_env[sim._train_rows]
+    late = np.unique(env_of[sim.late_tasks])
+    assert len(late) == 3 and sim.late_step == 5
+    np.testing.assert_array_equal(sim.late_tasks, np.isin(env_of, late))
+    plain = WorldSimulator(config, seed=4)
+    np.testing.assert_array_equal(sim.success_probability(), plain.success_probability())
+    assert not plain.late_tasks.any()
+    with pytest.raises(ValueError, match="late_step=1"):
+        WorldSimulator(config, late_envs=0.2, late_step=1)
+
+
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     plain = Regime("t", "test", SMALL).world(5)
     same = WorldSimulator(SMALL, seed=5)
