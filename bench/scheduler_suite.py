@@ -12,7 +12,7 @@ report seeds (default 100..) are disjoint from the seeds used while tuning (0..4
 `envsched_core.worlds.STRESS_REGIMES` instead: held-out variations never used for tuning (G = 4 and 16,
 B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regime with G = 4, B = 64
 or environment updates, a scrambled catalogue with coin-flip verifiers, three environments, multi-step
-tasks, noisy verifiers, broken environments).
+tasks, noisy verifiers, broken environments, uneven environment sizes, environments added mid-campaign).
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
 (DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
 first K steps before the next one is selected.
@@ -22,7 +22,9 @@ reaches what random reaches at step T (a world where the target is never reached
 counts as horizon + 1 steps and the rollouts spent by then: a lower bound, flagged by `reached`);
 the paper's Table 2 statistics (mean / median selected variance, median reward, environments and tools
 per batch, over the horizon); exploitation hit rate at steps 1 and 7; the held-out score at the horizon; in
-attack worlds with flaky verifiers, the share of each batch spent on them. The best scheduler of a regime has
+attack worlds with flaky verifiers, the share of each batch spent on them; where environments join late
+(`late-envs`: every scheduler rebuilt from the campaign's history then), the share of each batch in them over
+the 10 steps after they joined. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
 the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
 same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
@@ -123,29 +125,34 @@ def scheduler_for(world: World, name: str, run_seed: int, catalog: TaskCatalog |
 
 
 def run_scheduler(
-    world: World, name: str, horizon: int, observe_lag: int, sync_warmup: int, picks_of: set[str]
-) -> tuple[pd.DataFrame, list[float]]:
-    """One campaign of scheduler ``name`` on ``world``: its metrics, and per step the share of its batch among
-    ``picks_of``. Where environments join the catalogue late (`late_envs`), the scheduler starts over the
-    tasks there at step 1 and is rebuilt over the whole catalogue from the campaign's history at `late_step`,
-    as a pipeline does after a pool refresh."""
-    picks: list[float] = []
+    world: World, name: str, horizon: int, observe_lag: int, sync_warmup: int, watch: dict[str, set[str]]
+) -> tuple[pd.DataFrame, dict[str, list[float]]]:
+    """One campaign of scheduler ``name`` on ``world``: its metrics and, per ``watch`` entry, the share of each
+    step's batch among those task ids. Where environments join the catalogue late (`late_envs`), the scheduler
+    starts over the tasks there at step 1 and is rebuilt over the whole catalogue from the campaign's history
+    at `late_step`, as a pipeline does after a pool refresh."""
+    picks: dict[str, list[float]] = {label: [] for label in watch}
+
+    def watched(sched):
+        for label, ids in watch.items():
+            sched = watch_picks(sched, ids, picks[label])
+        return sched
+
     late = getattr(world.sim, "late_tasks", None)
     if late is None or not late.any():
-        sched = watch_picks(scheduler_for(world, name, world.seed), picks_of, picks)
+        sched = watched(scheduler_for(world, name, world.seed))
         return run_campaign(
             sched, world.sim.reset(world.seed), horizon, observe_lag=observe_lag, sync_warmup=sync_warmup
         ), picks
     first = TaskCatalog.from_frame(world.sim.catalog_frame().loc[~late].reset_index(drop=True))
-    sched = watch_picks(scheduler_for(world, name, world.seed, first), picks_of, picks)
 
     def rebuilt(history: pd.DataFrame):
         fresh = scheduler_for(world, name, world.seed)
         fold_history(fresh, history, step_offset=0)  # the campaign's own clock, as restore_scheduler keeps it
-        return watch_picks(fresh, picks_of, picks)
+        return watched(fresh)
 
     metrics = run_campaign(
-        sched,
+        watched(scheduler_for(world, name, world.seed, first)),
         world.sim.reset(world.seed),
         horizon,
         observe_lag=observe_lag,
@@ -162,11 +169,21 @@ def run_world(
     """Every scheduler on one world (run seed = world seed); per scheduler its per-world numbers."""
     out: dict[str, dict] = {}
     runs: dict[str, pd.DataFrame] = {}
-    flaky_ids = set(np.asarray(world.sim.task_ids)[getattr(world.sim, "flaky_tasks", [])])
-    flaky_share: dict[str, float] = {}
+    ids = np.asarray(world.sim.task_ids)
+    watch = {
+        "flaky": set(ids[getattr(world.sim, "flaky_tasks", [])]),
+        "late": set(ids[getattr(world.sim, "late_tasks", [])]),
+    }
+    shares: dict[str, dict[str, float]] = {}
     for name in names:
-        runs[name], picks = run_scheduler(world, name, horizon, observe_lag, sync_warmup, flaky_ids)
-        flaky_share[name] = float(np.mean(picks)) if flaky_ids else float("nan")
+        runs[name], picks = run_scheduler(world, name, horizon, observe_lag, sync_warmup, watch)
+        late_step = getattr(world.sim, "late_step", 0)  # the 10 steps after the late environments joined
+        shares[name] = {
+            "flaky": float(np.mean(picks["flaky"])) if watch["flaky"] else float("nan"),
+            "late": float(np.mean(picks["late"][late_step - 1 : late_step + 9]))
+            if watch["late"]
+            else float("nan"),
+        }
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
     for name, m in runs.items():
         steps, rollouts = steps_to_target(m, target)
@@ -184,7 +201,8 @@ def run_world(
             "hit7": m["hit_rate"].iloc[6],
             "trained": m["trained_groups"].mean() / world.regime.batch_size,
             "final": m["heldout"].iloc[-1],
-            "flaky": flaky_share[name],
+            "flaky": shares[name]["flaky"],
+            "late": shares[name]["late"],
         }
     return out
 
@@ -230,6 +248,11 @@ def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataF
                     {}
                     if np.isnan(col["flaky"]).all()
                     else {"flaky picks": round(float(np.mean(col["flaky"])), 3)}
+                ),
+                **(
+                    {}
+                    if np.isnan(col["late"]).all()
+                    else {"new-env picks": round(float(np.mean(col["late"])), 3)}
                 ),
             }
         )
