@@ -89,7 +89,7 @@ class WorldSimulator(Simulator):
         noise: float = 0.0,
         flaky_envs: float = 0.0,
         late_envs: float = 0.0,
-        late_step: int = 30,
+        late_step: int = 10,
     ):
         if not 0.0 <= forget < 1.0:
             raise ValueError(f"WorldSimulator: forget={forget} must be in [0, 1).")
@@ -302,7 +302,7 @@ class Regime:
     flaky_envs: float = 0.0
     """Share of environments whose every training task has a policy-blind verifier; see `WorldSimulator`."""
     late_envs: float = 0.0
-    """Share of environments whose training tasks join the catalogue at step 30; see `WorldSimulator`."""
+    """Share of environments whose training tasks join the catalogue at step 10; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -476,7 +476,7 @@ STRESS_REGIMES: dict[str, Regime] = {
         ),
         Regime(
             "late-envs",
-            "a third of the environments join the catalogue at step 30 (a benchmark added mid-campaign); "
+            "a third of the environments join the catalogue at step 10 (a benchmark added mid-campaign); "
             "every scheduler is rebuilt then from the campaign's history",
             BASE,
             late_envs=1 / 3,
