@@ -24,7 +24,7 @@ the paper's Table 2 statistics (mean / median selected variance, median reward, 
 per batch, over the horizon); exploitation hit rate at steps 1 and 7; the held-out score at the horizon; in
 attack worlds with flaky verifiers, the share of each batch spent on them; where environments join late
 (`late-envs`: every scheduler rebuilt from the campaign's history then), the share of each batch in them over
-the 10 steps after they joined. The best scheduler of a regime has
+the 10 steps from the one they join at. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
 the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
 same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
@@ -85,6 +85,8 @@ class World:
     seed: int
     sim: Simulator
     catalog: TaskCatalog
+    first_catalog: TaskCatalog | None = None
+    """The catalogue at step 1 where environments join late (`late_envs`), else None."""
 
 
 def t_interval(values) -> tuple[float, float]:
@@ -108,7 +110,10 @@ def fmt(values, digits: int = 1) -> str:
 
 def make_world(regime: Regime, seed: int, quick: bool) -> World:
     sim = regime.world(seed, quick)
-    return World(regime, seed, sim, TaskCatalog.from_frame(sim.catalog_frame()))
+    frame = sim.catalog_frame()
+    first = sim.available_tasks()
+    first_catalog = None if first.all() else TaskCatalog.from_frame(frame.loc[first].reset_index(drop=True))
+    return World(regime, seed, sim, TaskCatalog.from_frame(frame), first_catalog)
 
 
 def scheduler_for(world: World, name: str, run_seed: int, catalog: TaskCatalog | None = None):
@@ -138,13 +143,11 @@ def run_scheduler(
             sched = watch_picks(sched, ids, picks[label])
         return sched
 
-    late = getattr(world.sim, "late_tasks", None)
-    if late is None or not late.any():
+    if world.first_catalog is None:
         sched = watched(scheduler_for(world, name, world.seed))
         return run_campaign(
             sched, world.sim.reset(world.seed), horizon, observe_lag=observe_lag, sync_warmup=sync_warmup
         ), picks
-    first = TaskCatalog.from_frame(world.sim.catalog_frame().loc[~late].reset_index(drop=True))
 
     def rebuilt(history: pd.DataFrame):
         fresh = scheduler_for(world, name, world.seed)
@@ -152,7 +155,7 @@ def run_scheduler(
         return watched(fresh)
 
     metrics = run_campaign(
-        watched(scheduler_for(world, name, world.seed, first)),
+        watched(scheduler_for(world, name, world.seed, world.first_catalog)),
         world.sim.reset(world.seed),
         horizon,
         observe_lag=observe_lag,
@@ -174,15 +177,15 @@ def run_world(
         "flaky": set(ids[getattr(world.sim, "flaky_tasks", [])]),
         "late": set(ids[getattr(world.sim, "late_tasks", [])]),
     }
+    joined = (
+        slice(world.sim.late_step - 1, world.sim.late_step + 9) if watch["late"] else None
+    )  # steps K..K+9
     shares: dict[str, dict[str, float]] = {}
     for name in names:
         runs[name], picks = run_scheduler(world, name, horizon, observe_lag, sync_warmup, watch)
-        late_step = getattr(world.sim, "late_step", 0)  # the 10 steps after the late environments joined
         shares[name] = {
             "flaky": float(np.mean(picks["flaky"])) if watch["flaky"] else float("nan"),
-            "late": float(np.mean(picks["late"][late_step - 1 : late_step + 9]))
-            if watch["late"]
-            else float("nan"),
+            "late": float(np.mean(picks["late"][joined])) if joined else float("nan"),
         }
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
     for name, m in runs.items():
@@ -405,7 +408,9 @@ def run_suite() -> None:
             per_world = [next(results) for _ in seeds]
             config = regime.sim_config(args.quick)
             title = (
-                f"[{name}] {regime.description}; {config.n_envs} envs x {config.tasks_per_env} tasks, "
+                f"[{name}] {regime.description}; {config.n_envs} envs x {config.tasks_per_env} tasks"
+                + (f" on average (sizes ~ k^-{config.env_size_skew})" if config.env_size_skew else "")
+                + ", "
                 f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
                 f"step-{args.target_step} held-out score, horizon {horizon}"
                 + (f", rewards observed {args.observe_lag} step(s) late" if args.observe_lag else "")

@@ -194,6 +194,11 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
+def _position_in_env(env: np.ndarray) -> np.ndarray:
+    """Each row's index among the rows of its environment (rows sorted by environment)."""
+    return np.arange(len(env)) - np.searchsorted(env, env, side="left")
+
+
 class Simulator:
     """A world (fixed by `seed`) plus a policy that `reset(run_seed)` restores to its start."""
 
@@ -303,6 +308,8 @@ class Simulator:
     def _env_sizes(self) -> np.ndarray:
         """Training tasks per environment (`env_size_skew`; drawn from a stream of its own)."""
         c = self.config
+        if c.env_size_skew < 0:
+            raise ValueError(f"SimConfig: env_size_skew={c.env_size_skew} must be >= 0.")
         if c.env_size_skew == 0:
             return np.full(c.n_envs, c.tasks_per_env, dtype=np.int64)
         share = np.arange(1, c.n_envs + 1, dtype=float) ** -c.env_size_skew
@@ -337,6 +344,11 @@ class Simulator:
         """Expected population variance of a G-group for every training task (oracle)."""
         return self._group_variance(self.success_probability())
 
+    def available_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of those a scheduler may pick at the coming step (all of
+        them here; `worlds.WorldSimulator` holds environments back until they join)."""
+        return np.ones(self.n_train, dtype=bool)
+
     def _group_variance(self, p: np.ndarray) -> np.ndarray:
         """Expected population variance of a G-group of every training task whose checks pass with rate ``p``."""
         g = self.config.group_size
@@ -352,7 +364,8 @@ class Simulator:
     def task_ids(self) -> np.ndarray:
         e = self._task_env[self._train_rows]
         j = _position_in_env(e)
-        return np.char.add(np.char.add(self.env_names[e], "-t"), np.char.zfill(j.astype(str), 4))
+        width = max(4, len(str(int(j.max(initial=0)))))  # fixed width, so ids sort in catalogue order
+        return np.char.add(np.char.add(self.env_names[e], "-t"), np.char.zfill(j.astype(str), width))
 
     def catalog_frame(self) -> pd.DataFrame:
         """What a scheduler may see: one row per training task."""
@@ -498,6 +511,11 @@ def run_campaign(
     """
     if (rebuild_at is None) != (rebuild is None):
         raise ValueError("run_campaign: rebuild_at and rebuild go together.")
+    if rebuild_at is not None and not first_step < rebuild_at < first_step + steps:
+        raise ValueError(
+            f"run_campaign: rebuild_at={rebuild_at} must be a step after the first ({first_step}) and at most the "
+            f"last ({first_step + steps - 1})."
+        )
     feed = RewardFeed(scheduler, observe_lag, sync_warmup)
     catalog = sim.task_catalog()
     rows, cum, history = [], 0, []
@@ -507,7 +525,7 @@ def run_campaign(
             feed.flush()
             scheduler = rebuild(pd.concat(history, ignore_index=True))
             feed = RewardFeed(scheduler, observe_lag, sync_warmup)
-        expected = sim.expected_variance()
+        expected = sim.expected_variance()[sim.available_tasks()]  # the pool the scheduler picks from
 
         def roll(frame: pd.DataFrame, step: int = step) -> pd.DataFrame:
             return sim.rollout(frame, step)
@@ -515,7 +533,7 @@ def run_campaign(
         every, parts = rollout_rounds(scheduler.select(step), roll, feed.next_round(step))
         rollouts = pd.concat(parts, ignore_index=True)
         feed.step_done(step, rollouts)
-        if rebuild_at is not None:
+        if rebuild_at is not None and step < rebuild_at:
             history.append(rollouts[["task_id", "step", "reward"]])
         b = int((every["role"] != "oversample").sum())
         trained = sim.train(rollouts, b)
@@ -555,8 +573,3 @@ def steps_to_target(metrics: pd.DataFrame, target: float) -> tuple[float, float]
         return float("nan"), float("nan")
     row = metrics.loc[hit[0]]
     return float(row["step"]), float(row["cum_rollouts"])
-
-
-def _position_in_env(env: np.ndarray) -> np.ndarray:
-    """Each row's index among the rows of its environment (rows sorted by environment)."""
-    return np.arange(len(env)) - np.searchsorted(env, env, side="left")

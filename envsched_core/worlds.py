@@ -35,9 +35,10 @@ Seven mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulat
   show mixed groups, with no signal in them: a group's push is its noise-free push times how much a read check
   says about the outcome, P(pass | read pass) - P(pass | read fail) at the task's success rate.
 * environments added mid-campaign (`late_envs`): the training tasks of that share of the environments join the
-  catalogue only at `late_step` (a new benchmark or API added to a running campaign); their held-out tasks count
-  from the start. `bench/scheduler_suite.py` rebuilds each scheduler then from the campaign's history
-  (`schedulers.fold_history`, as a pipeline does after a pool refresh).
+  pool only at `late_step` (a new benchmark or API added to a running campaign): `available_tasks()` leaves them
+  out and `rollout` refuses them before then, while `catalog_frame()` lists every task (a runner builds its first
+  scheduler over the rest; `bench/scheduler_suite.py` rebuilds it at `late_step` from the campaign's history,
+  `schedulers.fold_history`, as a pipeline does after a pool refresh). Their held-out tasks count from the start.
 * environment updates (an attack on schedulers that trust their history): after step `shift_step` a share
   `shift` of the environments is updated, and every task in them, training and held-out alike, gets
   `shift_size` logits harder or easier (the sign drawn per environment), once. What was learned about those
@@ -177,6 +178,20 @@ class WorldSimulator(Simulator):
         environments' held-out tasks count from the start."""
         return self._late
 
+    def available_tasks(self) -> np.ndarray:
+        if self.steps_done + 1 >= self.late_step:  # the coming step is steps_done + 1
+            return np.ones(self.n_train, dtype=bool)
+        return ~self._late
+
+    def rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
+        held_back = ~self.available_tasks()[self._rows_of(batch["task_id"])]
+        if held_back.any():
+            raise ValueError(
+                f"WorldSimulator: task(s) {batch['task_id'].to_numpy()[held_back][:3].tolist()} join the pool at step "
+                f"{self.late_step}, not before (step {self.steps_done + 1})."
+            )
+        return super().rollout(batch, step)
+
     @property
     def flaky_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of the flaky ones (oracle; for metrics and tests)."""
@@ -302,7 +317,8 @@ class Regime:
     flaky_envs: float = 0.0
     """Share of environments whose every training task has a policy-blind verifier; see `WorldSimulator`."""
     late_envs: float = 0.0
-    """Share of environments whose training tasks join the catalogue at step 10; see `WorldSimulator`."""
+    """Share of environments whose training tasks join the catalogue at ``late_step``; see `WorldSimulator`."""
+    late_step: int = 10
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -332,6 +348,7 @@ class Regime:
             flaky=self.flaky,
             flaky_envs=self.flaky_envs,
             late_envs=self.late_envs,
+            late_step=self.late_step,
             shift=self.shift,
             chain=self.chain,
             noise=self.noise,

@@ -236,6 +236,9 @@ def test_run_campaign_rebuilds_its_scheduler_from_the_history_at_rebuild_at():
     assert list(metrics["rollouts"]) == [48] * 3 + [32] * 3  # the new scheduler's batches from step 4
     with pytest.raises(ValueError, match="go together"):
         run_campaign(first, sim, 2, rebuild_at=2)
+    for outside in (1, 3):  # not after the first step, or past the last: refused, not silently skipped
+        with pytest.raises(ValueError, match=f"rebuild_at={outside}"):
+            run_campaign(first, sim, 2, rebuild_at=outside, rebuild=rebuild)
 
 
 def test_run_campaign_refuses_observe_lag_for_dynamic_sampling():

@@ -111,7 +111,15 @@ def test_worlds_late_environments_are_whole_environments_and_change_nothing_else
     np.testing.assert_array_equal(sim.late_tasks, np.isin(env_of, late))
     plain = WorldSimulator(config, seed=4)
     np.testing.assert_array_equal(sim.success_probability(), plain.success_probability())
-    assert not plain.late_tasks.any()
+    assert not plain.late_tasks.any() and plain.available_tasks().all()
+    # held back from the pool until step 5: not available, and refused by rollout
+    late_id = pd.DataFrame({"task_id": [np.asarray(sim.task_ids)[sim.late_tasks][0]]})
+    for step in range(1, 5):
+        np.testing.assert_array_equal(sim.available_tasks(), ~sim.late_tasks)
+        with pytest.raises(ValueError, match="join the pool at step 5"):
+            sim.rollout(late_id, step)
+        sim.drift()
+    assert sim.available_tasks().all() and len(sim.rollout(late_id, 5)) == config.group_size
     with pytest.raises(ValueError, match="late_step=1"):
         WorldSimulator(config, late_envs=0.2, late_step=1)
 
