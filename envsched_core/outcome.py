@@ -177,6 +177,9 @@ class OutcomeModel:
             np.arange(1, 1 + catalog.n_envs), np.arange(1 + catalog.n_envs + n_tools, self.n_sparse)
         ]
         self._shared_features = self.features[:, shared].tocsr()  # environment and tool base names
+        sizes = np.bincount(catalog.env, minlength=catalog.n_envs).astype(float)
+        # transfer_per_environment: each environment's frontier mass per task of it (mean size / its size)
+        self._env_mass_scale = sizes.mean() / np.maximum(sizes, 1) if cfg.transfer_per_environment else None
         dense = (catalog.signature.shape[1], catalog.embeddings.shape[1]) if cfg.use_global_model else (0, 0)
         self.n_dense = dense
         self.w = np.zeros(self.n_sparse + sum(dense))  # global weights, intercept first
@@ -352,9 +355,8 @@ class OutcomeModel:
         tasks at the frontier (p (1 - p) large) load on the same skills; a task's own residual does not transfer."""
         X = self._shared_features
         mass = X.T @ v
-        if self.cfg.transfer_per_environment:  # the environment columns come first
-            sizes = np.bincount(self.catalog.env, minlength=self.catalog.n_envs).astype(float)
-            mass[: self.catalog.n_envs] *= sizes.mean() / np.maximum(sizes, 1)
+        if self._env_mass_scale is not None:  # the environment columns come first
+            mass[: self.catalog.n_envs] *= self._env_mass_scale
         return np.asarray(X @ mass, dtype=float)
 
     def variance_at(self, z: np.ndarray) -> np.ndarray:

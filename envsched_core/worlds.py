@@ -123,19 +123,8 @@ class WorldSimulator(Simulator):
         self._flaky = np.zeros(n_all, dtype=bool)
         self._flaky[self._train_rows] = rng.random(self.n_train) < self.flaky
         self._flaky_rate = rng.uniform(0.3, 0.7, n_all)
-        if self.flaky_envs > 0:  # whole environments flaky: every training task in them
-            rng = np.random.default_rng(np.random.SeedSequence([self.seed, 5]))
-            n_bad = max(1, round(self.flaky_envs * config.n_envs))
-            bad = np.zeros(config.n_envs, dtype=bool)
-            bad[rng.choice(config.n_envs, size=n_bad, replace=False)] = True
-            self._flaky[self._train_rows] |= bad[self._task_env[self._train_rows]]
-        late = np.zeros(config.n_envs, dtype=bool)
-        if self.late_envs > 0:  # environments that join the catalogue at late_step
-            rng = np.random.default_rng(np.random.SeedSequence([self.seed, 7]))
-            late[
-                rng.choice(config.n_envs, size=max(1, round(self.late_envs * config.n_envs)), replace=False)
-            ] = True
-        self._late = late[self._task_env[self._train_rows]]
+        self._flaky[self._train_rows] |= self._whole_environments(self.flaky_envs, stream=5)
+        self._late = self._whole_environments(self.late_envs, stream=7)  # they join the pool at late_step
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
@@ -172,6 +161,16 @@ class WorldSimulator(Simulator):
         super().load_state_dict(state)
         self._set_steps_done(int(state["steps_done"]))
 
+    def _whole_environments(self, share: float, stream: int) -> np.ndarray:
+        """Mask over training tasks of round(share x environments) environments (at least one when share > 0),
+        drawn from a stream of their own so the rest of the world is the same with or without them."""
+        n_envs = self.config.n_envs
+        chosen = np.zeros(n_envs, dtype=bool)
+        if share > 0:
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, stream]))
+            chosen[rng.choice(n_envs, size=max(1, round(share * n_envs)), replace=False)] = True
+        return chosen[self._task_env[self._train_rows]]
+
     @property
     def late_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of those that join the catalogue at ``late_step``; their
@@ -184,6 +183,10 @@ class WorldSimulator(Simulator):
         return ~self._late
 
     def rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
+        if (
+            self.steps_done + 1 >= self.late_step or not self._late.any()
+        ):  # nothing held back: no extra lookup
+            return super().rollout(batch, step)
         held_back = ~self.available_tasks()[self._rows_of(batch["task_id"])]
         if held_back.any():
             raise ValueError(
