@@ -8,7 +8,8 @@
    learning rates; the share of weights the step changed.
 2. Resume: the ``hf`` engine of the engine tests (one gold rollout per group, so every group has a
    signal), 4 synthetic tasks, G = 2, lr 1e-3, two steps; step 2 resumed from a step-1 checkpoint and a
-   second uninterrupted run, each against the first run: rollouts, loss, largest weight difference.
+   second uninterrupted run, each against the first run: rollouts, loss, largest weight difference;
+   then the same with the engine's ``deterministic`` option (deterministic kernels, process-wide, so last).
 
 Both reuse the tests' own models and engine (``tests/training``), so the numbers are those tests' cases.
 """
@@ -48,14 +49,14 @@ def kept_update(device: str) -> None:
             print(f"| {name} | {lr:g} | {metrics['train/grad_norm']:.3g} | {changed / total:.1%} |")
 
 
-def resume(device: str) -> None:
+def resume(device: str, deterministic: bool) -> None:
     folder = Path(tempfile.mkdtemp())
     model_dir = build_tiny_lm(folder / "lm", seed=0)
     tasks = get_source("synthetic").load().tasks
     frame = pd.DataFrame({"task_id": [t.task_id for t in tasks], "env_id": [t.env_id for t in tasks]})
     batch = batch_of(frame, [t.task_id for t in tasks[:4]])
     grpo = {"learning_rate": 1e-3, "micro_batch_size": 2}
-    options = engine_options(model_dir, device=device, grpo=grpo)
+    options = engine_options(model_dir, device=device, grpo=grpo, deterministic=deterministic)
 
     def run(steps, load=None, save=None):
         engine = HalfScriptedEngine(frame, G, seed=3, **options)
@@ -70,6 +71,7 @@ def resume(device: str) -> None:
 
     first, (rows, metrics) = run((1, 2), save=folder / "step1")
     columns = ["task_id", "rollout_idx", "reward", "completion_tokens"]
+    print(f"deterministic kernels: {'on' if deterministic else 'off'}")
     print("| step 2 compared with the first run | rollouts | loss | weights, largest difference |")
     print("| --- | --- | --- | --- |")
     for label, (engine, (rows_b, metrics_b)) in {
@@ -91,8 +93,9 @@ def main() -> None:
     device = parser.parse_args().device
     print(f"device {device} ({torch.cuda.get_device_name(0) if device == 'cuda' else 'CPU'})\n")
     kept_update(device)
-    print()
-    resume(device)
+    for deterministic in (False, True):  # torch's setting is process-wide: off first
+        print()
+        resume(device, deterministic)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ Engine tests use synthetic environments (about 1.7k prompt tokens with the tiny 
 than BFCL (about 6.5k), to keep CPU time small; one test drives BFCL with the random model.
 """
 
+import os
+
 import pandas as pd
 import pytest
 import torch
@@ -223,6 +225,45 @@ def test_hf_engine_learns_and_resumes_bit_for_bit(synthetic_tasks, tiny_lm_dir, 
     assert {k: metrics_2[k] for k in untimed} == {k: metrics_2b[k] for k in untimed}
 
 
+@pytest.fixture
+def restore_determinism(monkeypatch):
+    """``deterministic`` is process-wide: give the next tests torch's setting back."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)  # restored after the test
+    was = torch.are_deterministic_algorithms_enabled()
+    yield
+    torch.use_deterministic_algorithms(was)
+
+
+def _resume_step_2(frame, batch, options, folder):
+    """Step 2 of an uninterrupted run and of a run resumed from its step-1 checkpoint."""
+    first = HalfScriptedEngine(frame, G, seed=3, **options)
+    first.run_step(batch, step=1)
+    first.save(folder / "step=1")
+    rows, _ = first.run_step(batch, step=2)
+    resumed = HalfScriptedEngine(frame, G, seed=3, **options)
+    resumed.load(folder / "step=1")
+    rows_b, _ = resumed.run_step(batch, step=2)
+    return (first, rows), (resumed, rows_b)
+
+
+def test_deterministic_option_turns_torch_s_deterministic_kernels_on_and_the_step_still_runs(
+    synthetic_tasks, tiny_lm_dir, tmp_path, restore_determinism
+):
+    tasks, frame = synthetic_tasks
+    torch.use_deterministic_algorithms(False)
+    HalfScriptedEngine(frame, G, seed=3, **engine_options(tiny_lm_dir))
+    assert not torch.are_deterministic_algorithms_enabled()  # off unless asked for
+    options = engine_options(tiny_lm_dir, deterministic=True, grpo={"learning_rate": 1e-3})
+    (first, rows), (resumed, rows_b) = _resume_step_2(
+        frame, batch_of(frame, [tasks[0].task_id]), options, tmp_path
+    )
+    assert torch.are_deterministic_algorithms_enabled()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    # every op of generation, scoring and the update has a deterministic kernel (torch raises otherwise)
+    assert rows["reward"].tolist() == [1.0, 0.0]
+    pd.testing.assert_frame_equal(rows.drop(columns=["wall_time_s"]), rows_b.drop(columns=["wall_time_s"]))
+
+
 def test_score_samples_skips_samples_without_policy_tokens(tiny_model):
     empty = Sample("t", 0, [], [], [], 0.0)  # a rollout whose environment failed before the prompt
     context_only = Sample("t", 1, [5, 6], [0, 0], [0.0, 0.0], 0.0)
@@ -265,3 +306,20 @@ def test_hf_engine_on_cuda_trains_float32_weights_under_bf16_autocast(synthetic_
     rows, metrics = engine.run_step(batch_of(frame, [tasks[0].task_id]), step=1)
     assert rows["reward"].tolist() == [1.0, 0.0] and metrics["train/skipped_step"] == 0
     assert metrics["train/grad_norm"] > 0 and _moved_fraction(before, engine.model) > 0.9
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_hf_engine_on_cuda_resumes_bit_for_bit_with_deterministic_kernels(
+    synthetic_tasks, tiny_lm_dir, tmp_path, restore_determinism
+):
+    """Without ``deterministic`` a resumed CUDA run's weights drift by about 1e-5 (docs/gpu.md)."""
+    tasks, frame = synthetic_tasks
+    grpo = {"learning_rate": 1e-3, "micro_batch_size": 2}
+    options = engine_options(tiny_lm_dir, device="cuda", deterministic=True, grpo=grpo)
+    (first, rows), (resumed, rows_b) = _resume_step_2(
+        frame, batch_of(frame, [t.task_id for t in tasks[:4]]), options, tmp_path
+    )
+    pd.testing.assert_frame_equal(rows.drop(columns=["wall_time_s"]), rows_b.drop(columns=["wall_time_s"]))
+    for key, value in first.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[key]), key

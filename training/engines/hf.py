@@ -20,6 +20,7 @@ so a resumed campaign samples what an uninterrupted one would. Options: :class:`
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -83,6 +84,11 @@ class HFEngineOptions:
     the forward passes (generation, scoring, the update) run under bf16 autocast (``grpo.bf16``) over these
     float32 master weights: AdamW steps of lr ~1e-6 are far below bf16's resolution, so bf16 weights round
     most of every update away (one step at lr 1e-6 moved 2.5% of the tiny test model's bf16 weights: docs/gpu.md)."""
+    deterministic: bool = False
+    """Deterministic kernels (``torch.use_deterministic_algorithms``, process-wide; sets
+    ``CUBLAS_WORKSPACE_CONFIG``), so that a resumed CUDA campaign repeats an uninterrupted one bit for bit,
+    at some speed. CPU runs are bit-for-bit without it; on CUDA, without it, resumed weights drift by
+    about 1e-5 (docs/gpu.md). An op with no deterministic kernel then fails with torch's error."""
     generation_batch_size: int = 16
     """Prompts generated together by ``generate`` (``hf`` engine only)."""
     system_prompt: str | None = None
@@ -238,6 +244,10 @@ class HFEngine(RolloutEngine):
         self.resolver = TaskResolver(sources, self.options.source_options)
         self.env_of = dict(zip(tasks["task_id"], tasks["env_id"], strict=True)) if "env_id" in tasks else {}
         self.device = torch.device(self.options.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if self.options.deterministic:
+            # cuBLAS reads this when its first handle is made, so before the model's first matmul.
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True)
         self.dtype = DTYPES[self.options.dtype or "float32"]
         self.tokenizer = AutoTokenizer.from_pretrained(self.options.model)
         self.model = AutoModelForCausalLM.from_pretrained(self.options.model, dtype=self.dtype).to(
