@@ -12,7 +12,8 @@ report seeds (default 100..) are disjoint from the seeds used while tuning (0..4
 `envsched_core.worlds.STRESS_REGIMES` instead: held-out variations never used for tuning (G = 4 and 16,
 B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regime with G = 4, B = 64
 or environment updates, a scrambled catalogue with coin-flip verifiers, three environments, multi-step
-tasks, noisy verifiers, broken environments, uneven environment sizes, environments added mid-campaign).
+tasks, noisy verifiers, broken environments, uneven environment sizes, environments added mid-campaign,
+environment ids that name benchmarks or single tasks).
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
 (DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
 first K steps before the next one is selected.

@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Seven mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Eight mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -39,6 +39,10 @@ Seven mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulat
   out and `rollout` refuses them before then, while `catalog_frame()` lists every task (a runner builds its first
   scheduler over the rest; `bench/scheduler_suite.py` rebuilds it at `late_step` from the campaign's history,
   `schedulers.fold_history`, as a pipeline does after a pool refresh). Their held-out tasks count from the start.
+* coarse environment ids (`env_labels`): the catalogue shows only that many environment ids, each naming a
+  contiguous block of environments (one id per benchmark); tools keep their true environment's prefix. The world
+  is unchanged: only what the scheduler sees about environments is. `task_env_ids`: the other way, every task
+  its own environment id (a sandbox per task).
 * environment updates (an attack on schedulers that trust their history): after step `shift_step` a share
   `shift` of the environments is updated, and every task in them, training and held-out alike, gets
   `shift_size` logits harder or easier (the sign drawn per environment), once. What was learned about those
@@ -91,7 +95,17 @@ class WorldSimulator(Simulator):
         flaky_envs: float = 0.0,
         late_envs: float = 0.0,
         late_step: int = 10,
+        env_labels: int = 0,
+        task_env_ids: bool = False,
     ):
+        if env_labels and task_env_ids:
+            raise ValueError(
+                "WorldSimulator: env_labels and task_env_ids are two ways to relabel; choose one."
+            )
+        if env_labels < 0 or env_labels > config.n_envs:
+            raise ValueError(
+                f"WorldSimulator: env_labels={env_labels} must be in [0, n_envs={config.n_envs}]."
+            )
         if not 0.0 <= forget < 1.0:
             raise ValueError(f"WorldSimulator: forget={forget} must be in [0, 1).")
         if not 0.0 <= flaky < 1.0:
@@ -111,6 +125,7 @@ class WorldSimulator(Simulator):
         if chain and (flaky or flaky_envs or noise):
             raise ValueError("WorldSimulator: chain tasks do not combine with flaky or noisy verifiers.")
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
+        self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
         self.flaky_envs = float(flaky_envs)
         self._has_flaky = self.flaky > 0 or self.flaky_envs > 0
         self.late_envs, self.late_step = float(late_envs), int(late_step)
@@ -297,6 +312,11 @@ class WorldSimulator(Simulator):
 
     def catalog_frame(self) -> pd.DataFrame:
         frame = super().catalog_frame()
+        if self.env_labels:  # contiguous blocks of environments share one id (a benchmark's)
+            label = self._task_env[self._train_rows] * self.env_labels // self.config.n_envs
+            frame["env_id"] = [f"bench{j:0{len(str(self.env_labels))}d}" for j in label]
+        if self.task_env_ids:  # every task its own environment (a sandbox per task)
+            frame["env_id"] = frame["task_id"]
         if not self.scramble:
             return frame
         perm = np.random.default_rng(np.random.SeedSequence([self.seed, 2])).permutation(len(frame))
@@ -322,6 +342,10 @@ class Regime:
     late_envs: float = 0.0
     """Share of environments whose training tasks join the catalogue at ``late_step``; see `WorldSimulator`."""
     late_step: int = 10
+    env_labels: int = 0
+    """How many environment ids the catalogue shows (0: each environment its own); see `WorldSimulator`."""
+    task_env_ids: bool = False
+    """The catalogue gives every task an environment id of its own; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -340,7 +364,13 @@ class Regime:
         """World number ``seed`` of this regime."""
         config = self.sim_config(quick)
         plain = self.forget == 0 and not self.scramble and self.flaky == 0 and self.flaky_envs == 0
-        plain = plain and self.shift == 0 and self.late_envs == 0
+        plain = (
+            plain
+            and self.shift == 0
+            and self.late_envs == 0
+            and self.env_labels == 0
+            and not self.task_env_ids
+        )
         if plain and not self.chain and self.noise == 0:
             return Simulator(config, seed)
         return WorldSimulator(
@@ -352,6 +382,8 @@ class Regime:
             flaky_envs=self.flaky_envs,
             late_envs=self.late_envs,
             late_step=self.late_step,
+            env_labels=self.env_labels,
+            task_env_ids=self.task_env_ids,
             shift=self.shift,
             chain=self.chain,
             noise=self.noise,
@@ -506,6 +538,22 @@ STRESS_REGIMES: dict[str, Regime] = {
             "uneven",
             "uneven environments: sizes ~ k^-1.2, the largest ~400 of the 1,440 training tasks, most under 20",
             replace(BASE, env_size_skew=1.2),
+            tags=("shared",),
+        ),
+        Regime(
+            "coarse-envs",
+            "the catalogue names 6 benchmarks, not the 60 environments (one env_id per benchmark, as a user "
+            "registering BFCL or tau-bench whole); tool names still carry the true environment",
+            BASE,
+            env_labels=6,
+            tags=("shared",),
+        ),
+        Regime(
+            "task-envs",
+            "every task has an environment id of its own (a sandbox per task, registered as its environment); "
+            "tool names still carry the true environment",
+            BASE,
+            task_env_ids=True,
             tags=("shared",),
         ),
         Regime(

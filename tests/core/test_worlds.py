@@ -124,6 +124,27 @@ def test_worlds_late_environments_are_whole_environments_and_change_nothing_else
         WorldSimulator(config, late_envs=0.2, late_step=1)
 
 
+def test_worlds_relabelled_environment_ids_merge_whole_environments_or_split_them_per_task_and_nothing_else():
+    config = replace(SMALL, n_envs=9)
+    sim, plain = WorldSimulator(config, seed=4, env_labels=3), WorldSimulator(config, seed=4)
+    coarse, fine = sim.catalog_frame(), plain.catalog_frame()
+    assert sorted(coarse["env_id"].unique()) == ["bench0", "bench1", "bench2"]
+    # each true environment lies inside one label, and each label holds three of them
+    labels_of = fine.groupby("env_id")["task_id"].apply(lambda t: coarse.loc[t.index, "env_id"].nunique())
+    assert (labels_of == 1).all() and (fine.groupby(coarse["env_id"])["env_id"].nunique() == 3).all()
+    other = [c for c in fine.columns if c not in ("env_id", "embedding")]
+    pd.testing.assert_frame_equal(coarse[other], fine[other])  # tools keep their true environment's prefix
+    np.testing.assert_array_equal(np.stack(coarse["embedding"]), np.stack(fine["embedding"]))
+    np.testing.assert_array_equal(sim.success_probability(), plain.success_probability())
+    with pytest.raises(ValueError, match="env_labels=10"):
+        WorldSimulator(config, env_labels=10)
+    per_task = WorldSimulator(config, seed=4, task_env_ids=True).catalog_frame()
+    assert (per_task["env_id"] == fine["task_id"]).all()
+    pd.testing.assert_frame_equal(per_task[other], fine[other])
+    with pytest.raises(ValueError, match="choose one"):
+        WorldSimulator(config, env_labels=3, task_env_ids=True)
+
+
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     plain = Regime("t", "test", SMALL).world(5)
     same = WorldSimulator(SMALL, seed=5)
@@ -165,6 +186,7 @@ def test_stress_regimes_are_held_out_variations_of_the_suite_worlds():
     batch = pd.DataFrame({"task_id": sim.task_ids[:3]})
     assert sim.rollout(batch, 1).groupby("task_id").size().tolist() == [4, 4, 4]
     # too few environments to fill B under the configured quota
+    assert STRESS_REGIMES["coarse-envs"].world(7).catalog_frame()["env_id"].nunique() == 6
     frame = STRESS_REGIMES["three-envs"].world(7).catalog_frame()
     assert frame["env_id"].nunique() * SchedulerConfig(batch_size=32).env_quota < 32
     # multi-step tasks, graded by the share of calls passed
