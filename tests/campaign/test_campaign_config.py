@@ -27,6 +27,16 @@ from envsched_core.simulator import SimConfig, Simulator
         ({"continue_from": "latest"}, "needs a template"),
         ({"sources": []}, "sources is empty"),
         ({"engine_options": {"bogus": 1}}, "the simulated engine takes no option(s) ['bogus']"),
+        # engines that take **options: checked against their options dataclass / policy config, before a write
+        (
+            {"engine": "hf", "engine_options": {"max_tokens": 64}},
+            "the hf engine takes no option(s) ['max_tokens']",
+        ),
+        (
+            {"engine": "vllm", "engine_options": {"gpu_mem": 0.5}},
+            "the vllm engine takes no option(s) ['gpu_mem']",
+        ),
+        ({"engine": "skill", "engine_options": {"initial_sucess": 0.2}}, "['initial_sucess']; it takes"),
         ({"campaign_id": "a b"}, "campaign_id 'a b'"),
     ],
 )
@@ -34,6 +44,15 @@ def test_campaign_config_rejects_bad_fields_when_built(changes, message):
     with pytest.raises(ValueError) as error:
         CampaignConfig(**{"campaign_id": "c", **changes})
     assert message in str(error.value)
+
+
+def test_campaign_config_takes_every_option_the_engines_take():
+    # names only: a stored config whose model folder has since moved still loads
+    CampaignConfig("h", engine="hf", engine_options={"model": "/gone", "deterministic": True, "grpo": {}})
+    CampaignConfig("v", engine="vllm", engine_options={"model": "/gone", "gpu_memory_utilization": 0.3})
+    CampaignConfig(
+        "s", engine="skill", engine_options={"initial_success": 0.2, "workers": 2, "reward": "graded"}
+    )
 
 
 def test_campaign_config_gives_each_scheduler_its_own_config_class():

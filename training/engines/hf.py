@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from training.agent_loop import (
     run_episodes,
 )
 from training.engines.base import Refill, RolloutEngine
+from training.engines.options import DTYPE_NAMES, HFEngineOptions
 from training.grpo import (
     GRPOConfig,
     bf16_autocast,
@@ -54,78 +55,7 @@ from training.samples import Sample
 from training.tasks import TaskResolver
 from training.training_state import load_training_state, save_training_state
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass
-class HFEngineOptions:
-    """``engine_options`` of a campaign using the ``hf`` (or ``vllm``) engine."""
-
-    model: str = ""
-    """Local folder of a Hugging Face causal LM with a chat template that supports ``tools=``."""
-    max_new_tokens: int = 512
-    """Most tokens of one generation (one assistant message)."""
-    max_total_tokens: int = 16384
-    """Most tokens of a whole conversation (prompt, outputs, tool results, later user turns)."""
-    max_calls_per_turn: int = 16
-    """Most tool calls the model may make in one user turn before the rollout is truncated."""
-    temperature: float = 1.0
-    """Sampling temperature (the GRPO update scores tokens at the same temperature)."""
-    top_p: float = 1.0
-    """Nucleus sampling mass; 1.0 samples from the whole distribution."""
-    sources: list[str] = field(default_factory=list)
-    """Environment sources of the tasks; empty: the ``<source>/`` prefixes of the pool's task ids."""
-    source_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Constructor options per source (e.g. {"synthetic": {"n_envs": 50}})."""
-    device: str = ""
-    """torch device; empty: ``cuda`` when available, else ``cpu``."""
-    dtype: str = ""
-    """dtype of the trainer's weights (float32, bfloat16, float16); empty: float32 on every device. On CUDA
-    the forward passes (generation, scoring, the update) run under bf16 autocast (``grpo.bf16``) over these
-    float32 master weights: AdamW steps of lr ~1e-6 are far below bf16's resolution, so bf16 weights round
-    most of every update away (one step at lr 1e-6 moved 2.5% of the tiny test model's bf16 weights: docs/gpu.md)."""
-    deterministic: bool = False
-    """Deterministic kernels (``torch.use_deterministic_algorithms``, process-wide; sets
-    ``CUBLAS_WORKSPACE_CONFIG``), so that a resumed CUDA campaign repeats an uninterrupted one bit for bit,
-    at some speed. CPU runs are bit-for-bit without it; on CUDA, without it, resumed weights drift by
-    about 1e-5 (docs/gpu.md). An op with no deterministic kernel then fails with torch's error."""
-    generation_batch_size: int = 16
-    """Prompts generated together by ``generate`` (``hf`` engine only)."""
-    system_prompt: str | None = None
-    """Optional system message before the first user turn."""
-    timeout_s: float | None = None
-    """Wall-clock limit of one rollout (status ``timeout``); None: none."""
-    grpo: dict[str, Any] = field(default_factory=dict)
-    """Fields of ``training.grpo.GRPOConfig`` (learning_rate, epsilon_high, beta, ...); its temperature
-    and seed come from this engine."""
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            raise ValueError("engine_options.model is required: the folder of a local Hugging Face model")
-        if not Path(self.model).is_dir():
-            raise ValueError(f"engine_options.model {self.model!r} is not a folder (models load offline)")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0 for GRPO sampling, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.dtype and self.dtype not in DTYPES:
-            raise ValueError(f"dtype {self.dtype!r} unknown; choose from {sorted(DTYPES)}")
-        if self.generation_batch_size < 1:
-            raise ValueError("generation_batch_size must be >= 1")
-        if "temperature" in self.grpo or "seed" in self.grpo:
-            raise ValueError(
-                "set temperature (and the campaign seed) on the engine, not in engine_options.grpo"
-            )
-        AgentLoopConfig(**self.loop_fields())  # validates the loop limits
-
-    def loop_fields(self) -> dict[str, Any]:
-        return {
-            "max_new_tokens": self.max_new_tokens,
-            "max_total_tokens": self.max_total_tokens,
-            "max_calls_per_turn": self.max_calls_per_turn,
-            "system_prompt": self.system_prompt,
-            "timeout_s": self.timeout_s,
-        }
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 def stop_token_ids(model: Any, tokenizer: Any) -> list[int]:

@@ -48,7 +48,7 @@ from training.policies.skill import (
 )
 
 STATE_FILE = "skill_policy.pkl"
-_EXECUTOR_OPTIONS = ("executor", "workers", "ray_address", "ray_runtime_env", "sources", "source_options")
+EXECUTOR_OPTIONS = ("executor", "workers", "ray_address", "ray_runtime_env", "sources", "source_options")
 
 
 def _sources(frames: list[pd.DataFrame | None], given: list[str] | None) -> tuple[str, ...]:
@@ -88,7 +88,7 @@ class SkillEngine(RolloutEngine):
         eval_every: int = 0,
         **options: Any,
     ):
-        executor_options = {k: options.pop(k) for k in _EXECUTOR_OPTIONS if k in options}
+        executor_options = {k: options.pop(k) for k in EXECUTOR_OPTIONS if k in options}
         self.config = SkillConfig.from_options(options)
         self.group_size, self.seed, self.eval_every = int(group_size), int(seed), int(eval_every)
         self.train_ids = tasks["task_id"].astype(str).tolist()

@@ -30,37 +30,14 @@ import os
 import socket
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import torch
 
 from training.agent_loop import Episode, Generation, GenerationRequest, Rollout, run_episodes
-from training.engines.hf import HFEngine, HFEngineOptions
-
-
-@dataclass
-class VLLMEngineOptions(HFEngineOptions):
-    """``engine_options`` of the ``vllm`` engine: the ``hf`` engine's, plus vLLM's own."""
-
-    gpu_memory_utilization: float = 0.4
-    """Share of the GPU's memory vLLM may use for weights and KV cache (the trainer needs the rest)."""
-    enable_sleep_mode: bool = True
-    """Release vLLM's weights and KV cache during the GRPO update (sleep level 2)."""
-    enforce_eager: bool = False
-    """Disable CUDA graphs (slower decoding, faster start, less memory)."""
-    max_num_seqs: int = 256
-    """Most sequences vLLM decodes at once."""
-    vllm_dtype: str = "bfloat16"
-    """dtype of vLLM's copy of the weights (the trainer's is ``dtype``)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0.0 < self.gpu_memory_utilization < 1.0:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1), got {self.gpu_memory_utilization}")
-        if self.max_num_seqs < 1:
-            raise ValueError("max_num_seqs must be >= 1")
+from training.engines.hf import HFEngine
+from training.engines.options import VLLMEngineOptions
 
 
 class VLLMEngine(HFEngine):
