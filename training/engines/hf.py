@@ -20,6 +20,7 @@ so a resumed campaign samples what an uninterrupted one would. Options: :class:`
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Sequence
@@ -96,6 +97,12 @@ class HFGenerator:
             pad_token_id=self.pad_id,
         )
         self.generated_tokens = 0
+        # transformers 4.5x fills unset fields from the model's generation_config unless told not to; 5.x
+        # takes no such argument (and vLLM >= 0.25 needs 5.x beside this engine)
+        generate_args = inspect.signature(model.generate).parameters
+        self.no_model_defaults = (
+            {"use_model_defaults": False} if "use_model_defaults" in generate_args else {}
+        )
 
     @torch.no_grad()
     def __call__(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
@@ -122,7 +129,7 @@ class HFGenerator:
                 attention_mask=attention_mask.to(device),
                 generation_config=self.config,
                 max_new_tokens=max(r.max_new_tokens for r in requests),
-                use_model_defaults=False,
+                **self.no_model_defaults,
             )
         generated = sequences[:, width:].tolist()  # (B, L)
         results = []
