@@ -183,8 +183,12 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     return wrapped
 
 
-def build_tiny_lm(directory: str | Path, seed: int = 0) -> Path:
-    """Write the tiny model and its tokenizer to ``directory`` (created if needed); returns it."""
+def build_tiny_lm(directory: str | Path, seed: int = 0, heads: int = 4) -> Path:
+    """Write the tiny model and its tokenizer to ``directory`` (created if needed); returns it. ``heads``
+    attention heads share the hidden size 64 (4: head size 16, the tests' model; 1: head size 64, which
+    vLLM's attention kernels take)."""
+    if heads not in (1, 2, 4):
+        raise ValueError(f"heads={heads}: choose 1, 2 or 4 (head size 64 / heads)")
     directory = Path(directory)
     tokenizer = build_tokenizer()
     config = Qwen2Config(
@@ -192,8 +196,8 @@ def build_tiny_lm(directory: str | Path, seed: int = 0) -> Path:
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
         max_position_embeddings=32768,
         tie_word_embeddings=True,
         bos_token_id=None,
@@ -216,8 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Build the tiny random chat LM used by CPU tests.")
     parser.add_argument("directory", help="output folder (created)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    parser.add_argument("--heads", type=int, default=4, help="attention heads (1: head size 64, for vLLM)")
     args = parser.parse_args(argv)
-    path = build_tiny_lm(args.directory, seed=args.seed)
+    path = build_tiny_lm(args.directory, seed=args.seed, heads=args.heads)
     print(f"tiny LM written to {path}")
 
 

@@ -110,3 +110,31 @@ def test_make_engine_vllm_without_gpu_says_to_use_hf(tiny_lm_dir):
 def test_vllm_options_validate_memory_share(tiny_lm_dir):
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
         VLLMEngineOptions(model=str(tiny_lm_dir), gpu_memory_utilization=1.5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_vllm_engine_on_cuda_samples_trains_and_syncs_the_trainer_s_weights(tmp_path):
+    """The real vLLM: two steps of sampling (synthetic environments, a tiny model whose head size vLLM's
+    kernels take), the GRPO update, and the weights vLLM samples with copied from the trainer each step."""
+    pytest.importorskip("vllm")
+    from environments.registry import get_source
+    from training.tiny_lm import build_tiny_lm
+
+    tasks = get_source("synthetic").load().tasks
+    frame = pd.DataFrame({"task_id": [t.task_id for t in tasks], "env_id": [t.env_id for t in tasks]})
+    model_dir = build_tiny_lm(tmp_path / "lm", seed=0, heads=1)
+    options = {"model": str(model_dir), "max_new_tokens": 8, "enforce_eager": True}
+    options |= {"gpu_memory_utilization": 0.2, "grpo": {"learning_rate": 1e-3}}
+    engine = make_engine("vllm", frame, group_size=2, seed=3, options=options)
+    batch = frame.iloc[:2].assign(role="coverage")
+    for step in (1, 2):
+        rows, metrics = engine.run_step(batch, step=step)
+        assert len(rows) == 4 and metrics["rollout/count"] == 4 and engine.weight_syncs == step
+        assert all(0 < len(r.sample.token_ids) for r in engine.last_rollouts)
+    engine._wake_and_sync()  # vLLM's copy now holds the trainer's weights after two updates
+    ours = dict(engine.model.named_parameters())["model.embed_tokens.weight"]
+    theirs = dict(engine._vllm_model().named_parameters())["model.embed_tokens.weight"]
+    rows = ours.shape[0]  # vLLM pads the vocabulary to a multiple of 64
+    torch.testing.assert_close(theirs[:rows].float(), ours.detach().to(theirs.dtype).float())
+    engine._sleep()
