@@ -11,6 +11,7 @@ import torch
 
 from training.agent_loop import ChatFormat, GenerationRequest
 from training.engines import make_engine
+from training.engines import vllm as vllm_engine
 from training.engines.vllm import VLLMEngine, VLLMEngineOptions
 
 
@@ -112,6 +113,22 @@ def test_vllm_options_validate_memory_share(tiny_lm_dir):
         VLLMEngineOptions(model=str(tiny_lm_dir), gpu_memory_utilization=1.5)
 
 
+def test_vllm_instance_is_shared_by_the_engines_of_one_process(monkeypatch):
+    """A campaign run in one process builds an engine per step; vLLM's sleep mode takes one instance per
+    process (its second step failed so on the H200). A stand-in for ``vllm.LLM`` counts the instances."""
+    monkeypatch.setattr(vllm_engine, "_SHARED_LLM", {})
+    built = []
+    stand_in = SimpleNamespace(LLM=lambda **kwargs: built.append(kwargs) or object())
+    first = vllm_engine.shared_llm(stand_in, seed=1, model="m", enforce_eager=True)
+    again = vllm_engine.shared_llm(stand_in, seed=2, model="m", enforce_eager=True)  # seed: per request
+    assert again is first and again["llm"] is first["llm"] and len(built) == 1 and built[0]["seed"] == 1
+    with pytest.raises(
+        RuntimeError, match=r"other settings \(held, asked\) \{'enforce_eager': \(True, False\)\}"
+    ):
+        vllm_engine.shared_llm(stand_in, seed=1, model="m", enforce_eager=False)
+    assert len(built) == 1
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_vllm_engine_on_cuda_samples_trains_and_syncs_the_trainer_s_weights(tmp_path):
@@ -132,7 +149,10 @@ def test_vllm_engine_on_cuda_samples_trains_and_syncs_the_trainer_s_weights(tmp_
         rows, metrics = engine.run_step(batch, step=step)
         assert len(rows) == 4 and metrics["rollout/count"] == 4 and engine.weight_syncs == step
         assert all(0 < len(r.sample.token_ids) for r in engine.last_rollouts)
-    engine._wake_and_sync()  # vLLM's copy now holds the trainer's weights after two updates
+    # an engine built later in this process (a campaign's next step) takes over the same vLLM instance
+    later = make_engine("vllm", frame, group_size=2, seed=3, options=options)
+    assert later.llm is engine.llm and later.run_step(batch, step=3)[1]["rollout/count"] == 4
+    engine._wake_and_sync()  # vLLM's copy now holds the trainer's weights
     ours = dict(engine.model.named_parameters())["model.embed_tokens.weight"]
     theirs = dict(engine._vllm_model().named_parameters())["model.embed_tokens.weight"]
     rows = ours.shape[0]  # vLLM pads the vocabulary to a multiple of 64

@@ -1,8 +1,10 @@
 """The ``vllm`` engine: rollouts with vLLM colocated with the trainer on one GPU, GRPO with ``transformers``.
 
-NOT RUN in this repository's tests (they run on CPU; vLLM needs a CUDA GPU). Written against the
-vLLM Python API as documented for 0.8-0.11+ (``LLM``, ``SamplingParams``, sleep mode) and the way
-TRL's colocate mode drives it; check it on a GPU before relying on it.
+Not run by CI (CPU only). On one H200 with vLLM 0.25.1 (docs/gpu.md) the GPU test
+``test_vllm_engine_on_cuda_samples_trains_and_syncs_the_trainer_s_weights`` passed and a campaign's first
+step ran through Dagster; its second step then failed, since the campaign built a second ``vllm.LLM`` in the
+same process, which sleep mode's memory allocator refuses. One instance per process is now shared
+(``shared_llm``); that fix has not run on a GPU yet.
 
 Everything but sampling is the ``hf`` engine's (:class:`~training.engines.hf.HFEngine`): the agent
 loop, the environments, the old log-probs recomputed by the trainer (``score_samples``), the GRPO
@@ -65,10 +67,11 @@ class VLLMEngine(HFEngine):
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process
         self._vllm = vllm
-        self.llm = vllm.LLM(
+        self._shared = shared_llm(
+            vllm,
+            seed=seed,
             model=opts.model,
             dtype=opts.vllm_dtype,
-            seed=seed,
             gpu_memory_utilization=opts.gpu_memory_utilization,
             max_model_len=opts.max_total_tokens,
             max_num_seqs=opts.max_num_seqs,
@@ -76,9 +79,17 @@ class VLLMEngine(HFEngine):
             enforce_eager=opts.enforce_eager,
             distributed_executor_backend="external_launcher",
         )
-        self._asleep = False
+        self.llm = self._shared["llm"]
         self._sleep()
         self.weight_syncs = 0
+
+    @property
+    def _asleep(self) -> bool:  # the shared instance's state, whichever engine put it to sleep
+        return self._shared["asleep"]
+
+    @_asleep.setter
+    def _asleep(self, value: bool) -> None:
+        self._shared["asleep"] = value
 
     # ---- vLLM lifecycle ---------------------------------------------------------------------------
     def _vllm_model(self) -> Any:
@@ -171,6 +182,27 @@ class VLLMEngine(HFEngine):
         return super().rollout(task_ids, step)
 
     _step = 0
+
+
+# The process's vLLM instance: sleep mode's memory allocator takes one per process, and a campaign run in one
+# process builds an engine per step. Its weights are the trainer's, copied in before every sampling round.
+_SHARED_LLM: dict[str, Any] = {}
+
+
+def shared_llm(vllm: Any, seed: int, **arguments: Any) -> dict[str, Any]:
+    """``{"llm", "arguments", "asleep"}``: the process's ``vllm.LLM``, built on first use, reused by any later
+    engine with the same ``arguments``. ``seed`` is vLLM's default and is not compared: every request
+    carries its own seed. Other arguments in the same process raise RuntimeError naming them."""
+    if not _SHARED_LLM:
+        _SHARED_LLM.update(llm=vllm.LLM(seed=seed, **arguments), arguments=arguments, asleep=False)
+    elif _SHARED_LLM["arguments"] != arguments:
+        held = _SHARED_LLM["arguments"]
+        changed = {k: (held.get(k), v) for k, v in arguments.items() if held.get(k) != v}
+        raise RuntimeError(
+            f"this process already runs vLLM with other settings (held, asked) {changed}; vLLM's sleep mode "
+            "allows one instance per process: run campaigns with other vLLM settings in another process"
+        )
+    return _SHARED_LLM
 
 
 def _free_port() -> int:
