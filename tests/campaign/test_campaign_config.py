@@ -46,6 +46,13 @@ def test_campaign_config_rejects_bad_fields_when_built(changes, message):
     assert message in str(error.value)
 
 
+def test_every_engine_has_its_options_checked():
+    from campaign.registry import ENGINE_CLASSES, ENGINES, engine_option_names
+
+    assert set(ENGINE_CLASSES) == set(ENGINES)  # an engine added to ENGINES needs its entry here
+    assert all(engine_option_names(engine) for engine in ENGINES)  # names known, none takes any option
+
+
 def test_campaign_config_takes_every_option_the_engines_take():
     # names only: a stored config whose model folder has since moved still loads
     CampaignConfig("h", engine="hf", engine_options={"model": "/gone", "deterministic": True, "grpo": {}})

@@ -1,6 +1,7 @@
 """The ``vllm`` engine's CPU-checkable parts. vLLM itself cannot run here (no GPU): the request
-grouping and output mapping are checked against a stand-in for ``vllm.LLM`` that records the
-requests and answers them (the only stand-in in these tests, for a part that needs a GPU)."""
+grouping and output mapping, the sharing of one instance per process and the sleep / wake bookkeeping are
+checked against stand-ins for ``vllm.LLM`` (the only stand-ins in these tests, for parts that need a GPU).
+The real vLLM runs in the GPU-marked test at the end (``bench/gpu_smoke.py``)."""
 
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -127,6 +128,76 @@ def test_vllm_instance_is_shared_by_the_engines_of_one_process(monkeypatch):
     ):
         vllm_engine.shared_llm(stand_in, seed=1, model="m", enforce_eager=False)
     assert len(built) == 1
+
+
+class SleepyStandIn:
+    """vLLM 0.25's sleep bookkeeping (``v1/executor/abstract.py``): ``sleep`` does nothing while any tag still
+    sleeps ("Executor is already sleeping"); ``wake_up(tags)`` wakes those tags."""
+
+    def __init__(self):
+        self.sleeping, self.sleeps = set(), 0
+
+    def sleep(self, level):
+        if not self.sleeping:
+            self.sleeping, self.sleeps = {"weights", "kv_cache"}, self.sleeps + 1
+
+    def wake_up(self, tags=None):
+        self.sleeping -= set(tags or self.sleeping)
+
+    def reset_prefix_cache(self):
+        pass
+
+
+def sleepy_engine(model_dir, shared, load_weights):
+    engine = object.__new__(VLLMEngine)
+    engine.options = VLLMEngineOptions(model=str(model_dir))
+    engine._shared, engine.llm, engine.weight_syncs = shared, shared["llm"], 0
+    engine.model = torch.nn.Linear(2, 2)
+    engine._vllm_model = lambda: SimpleNamespace(load_weights=load_weights)
+    return engine
+
+
+def test_vllm_engine_falls_asleep_whole_whatever_fails_while_it_samples(tiny_lm_dir, monkeypatch):
+    """The trainer needs the GPU back after every round: after a failure between the two wake-ups (weights
+    awake, KV cache asleep, where vLLM's own sleep does nothing) and after a failure while sampling."""
+    llm = SleepyStandIn()
+    shared = {"llm": llm, "arguments": {}, "awake": {"weights", "kv_cache"}}  # as shared_llm leaves it
+
+    def broken_copy(weights):
+        raise RuntimeError("copy failed")
+
+    engine = sleepy_engine(tiny_lm_dir, shared, load_weights=broken_copy)
+    engine._sleep()
+    assert llm.sleeping == {"weights", "kv_cache"} and llm.sleeps == 1 and not shared["awake"]
+    with pytest.raises(RuntimeError, match="copy failed"):
+        engine.sample_episodes([])
+    assert llm.sleeping == {"weights", "kv_cache"} and llm.sleeps == 2 and not shared["awake"]
+
+    def broken_loop(episodes, generate):
+        raise RuntimeError("sampling failed")
+
+    monkeypatch.setattr(vllm_engine, "run_episodes", broken_loop)
+    later = sleepy_engine(tiny_lm_dir, shared, load_weights=lambda weights: None)  # the next step's engine
+    later._sleep()  # as its constructor does: already asleep, nothing to do
+    assert llm.sleeps == 2
+    with pytest.raises(RuntimeError, match="sampling failed"):
+        later.sample_episodes([])
+    assert llm.sleeping == {"weights", "kv_cache"} and llm.sleeps == 3 and later.weight_syncs == 1
+
+
+def test_vllm_instance_that_failed_to_start_is_not_started_again(monkeypatch):
+    monkeypatch.setattr(vllm_engine, "_SHARED_LLM", {})
+
+    def out_of_memory(**kwargs):
+        raise ValueError("no memory left")
+
+    failing = SimpleNamespace(LLM=out_of_memory)
+    with pytest.raises(ValueError, match="no memory left"):
+        vllm_engine.shared_llm(failing, seed=0, model="m")
+    with pytest.raises(
+        RuntimeError, match=r"failed to start earlier in this process \(ValueError: no memory"
+    ):
+        vllm_engine.shared_llm(SimpleNamespace(LLM=lambda **kwargs: object()), seed=0, model="m")
 
 
 @pytest.mark.gpu

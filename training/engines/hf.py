@@ -23,7 +23,8 @@ from __future__ import annotations
 import inspect
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -97,12 +98,11 @@ class HFGenerator:
             pad_token_id=self.pad_id,
         )
         self.generated_tokens = 0
-        # transformers 4.5x fills unset fields from the model's generation_config unless told not to; 5.x
-        # takes no such argument (and vLLM >= 0.25 needs 5.x beside this engine)
-        generate_args = inspect.signature(model.generate).parameters
-        self.no_model_defaults = (
-            {"use_model_defaults": False} if "use_model_defaults" in generate_args else {}
-        )
+        # ``generate`` fills every setting this config leaves unset from the model's generation_config (a
+        # checkpoint's repetition_penalty, say), and GRPO would then score tokens from another distribution.
+        # transformers 4.5x takes use_model_defaults=False against it; 5.x takes no such argument (and vLLM
+        # >= 0.25 needs 5.x beside this engine), so there the model lends this config for the call.
+        self.takes_model_defaults = "use_model_defaults" in inspect.signature(model.generate).parameters
 
     @torch.no_grad()
     def __call__(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
@@ -114,6 +114,18 @@ class HFGenerator:
                 out[i] = generation
         return out  # type: ignore[return-value]
 
+    @contextmanager
+    def _only_these_settings(self) -> Iterator[dict[str, Any]]:
+        """Sample with this config and transformers' neutral defaults, never the model's own settings."""
+        if self.takes_model_defaults:
+            yield {"use_model_defaults": False}
+            return
+        own, self.model.generation_config = self.model.generation_config, self.config
+        try:
+            yield {}
+        finally:
+            self.model.generation_config = own
+
     def _generate(self, requests: list[GenerationRequest]) -> list[Generation]:
         device = next(self.model.parameters()).device
         width = max(len(r.prompt_ids) for r in requests)
@@ -123,13 +135,13 @@ class HFGenerator:
             input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
             attention_mask[row, width - len(request.prompt_ids) :] = 1
         self.model.eval()
-        with bf16_autocast(device, self.autocast):
+        with bf16_autocast(device, self.autocast), self._only_these_settings() as extra:
             sequences = self.model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),
                 generation_config=self.config,
                 max_new_tokens=max(r.max_new_tokens for r in requests),
-                **self.no_model_defaults,
+                **extra,
             )
         generated = sequences[:, width:].tolist()  # (B, L)
         results = []
@@ -182,7 +194,7 @@ class HFEngine(RolloutEngine):
         self.env_of = dict(zip(tasks["task_id"], tasks["env_id"], strict=True)) if "env_id" in tasks else {}
         self.device = torch.device(self.options.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.options.deterministic:
-            # cuBLAS reads this when its first handle is made, so before the model's first matmul.
+            # cuBLAS reads this before the process's first CUDA matmul (later it only satisfies torch's check)
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
             torch.use_deterministic_algorithms(True)
         self.dtype = DTYPES[self.options.dtype or "float32"]

@@ -40,10 +40,12 @@ class HFEngineOptions:
     float32 master weights: AdamW steps of lr ~1e-6 are far below bf16's resolution, so bf16 weights round
     most of every update away (one step at lr 1e-6 moved 2.5% of the tiny test model's bf16 weights: docs/gpu.md)."""
     deterministic: bool = False
-    """Deterministic kernels (``torch.use_deterministic_algorithms``, process-wide; sets
-    ``CUBLAS_WORKSPACE_CONFIG``), so that a resumed CUDA campaign repeats an uninterrupted one bit for bit,
-    at some speed. CPU runs are bit-for-bit without it; on CUDA, without it, resumed weights drift by
-    about 1e-5 (docs/gpu.md). An op with no deterministic kernel then fails with torch's error."""
+    """Deterministic kernels for the trainer (``torch.use_deterministic_algorithms``, process-wide; sets
+    ``CUBLAS_WORKSPACE_CONFIG`` unless set, which cuBLAS reads only before the process's first CUDA matmul:
+    export it before starting to be sure), so that a resumed ``hf`` campaign on CUDA repeats an uninterrupted
+    one bit for bit, at some speed. CPU runs are bit-for-bit without it; on CUDA, without it, resumed weights
+    differed by up to 7e-6 (docs/gpu.md). An op with no deterministic kernel then fails with torch's error.
+    With the ``vllm`` engine it covers the trainer, not vLLM's sampling."""
     generation_batch_size: int = 16
     """Prompts generated together by ``generate`` (``hf`` engine only)."""
     system_prompt: str | None = None

@@ -1,10 +1,11 @@
 """The ``vllm`` engine: rollouts with vLLM colocated with the trainer on one GPU, GRPO with ``transformers``.
 
-Not run by CI (CPU only). On one H200 with vLLM 0.25.1 (docs/gpu.md) the GPU test
-``test_vllm_engine_on_cuda_samples_trains_and_syncs_the_trainer_s_weights`` passed and a campaign's first
-step ran through Dagster; its second step then failed, since the campaign built a second ``vllm.LLM`` in the
-same process, which sleep mode's memory allocator refuses. One instance per process is now shared
-(``shared_llm``); that fix has not run on a GPU yet.
+Not run by CI (CPU only). On one H200 with vLLM 0.25.1 (docs/gpu.md) an earlier version of the GPU test
+``test_vllm_engine_on_cuda_samples_trains_and_syncs_the_trainer_s_weights`` (one engine) passed and a
+campaign's first step ran through Dagster; its second step then failed, since the campaign built a second
+``vllm.LLM`` in the same process, which sleep mode's memory allocator refuses. One instance per process is now
+shared (``shared_llm``), with its sleep state kept by tag; that, and the test's second engine, have not run on
+a GPU yet.
 
 Everything but sampling is the ``hf`` engine's (:class:`~training.engines.hf.HFEngine`): the agent
 loop, the environments, the old log-probs recomputed by the trainer (``score_samples``), the GRPO
@@ -83,15 +84,13 @@ class VLLMEngine(HFEngine):
         self._sleep()
         self.weight_syncs = 0
 
-    @property
-    def _asleep(self) -> bool:  # the shared instance's state, whichever engine put it to sleep
-        return self._shared["asleep"]
-
-    @_asleep.setter
-    def _asleep(self, value: bool) -> None:
-        self._shared["asleep"] = value
-
     # ---- vLLM lifecycle ---------------------------------------------------------------------------
+    @property
+    def _awake(self) -> set[str]:
+        """Tags of the shared instance's memory that are awake ("weights", "kv_cache"), whichever engine woke
+        them."""
+        return self._shared["awake"]
+
     def _vllm_model(self) -> Any:
         executor = self.llm.llm_engine.model_executor
         worker = executor.driver_worker
@@ -99,14 +98,20 @@ class VLLMEngine(HFEngine):
         return runner.model
 
     def _sleep(self) -> None:
-        if self.options.enable_sleep_mode and not self._asleep:  # type: ignore[attr-defined]
-            self.llm.sleep(level=2)
-            self._asleep = True
+        """Drop weights and KV cache (level 2). A half-woken instance (an error between the two wake-ups) is
+        woken whole first: vLLM's sleep does nothing while any of its tags still sleeps."""
+        if not self.options.enable_sleep_mode or not self._awake:  # type: ignore[attr-defined]
+            return
+        for tag in SLEEP_TAGS:
+            if tag not in self._awake:
+                self._wake_up(tag)
+        self.llm.sleep(level=2)
+        self._awake.clear()
 
     def _wake_and_sync(self) -> None:
         """Wake the weights, copy the trainer's parameters into vLLM, then wake the KV cache."""
-        sleeping = self.options.enable_sleep_mode and self._asleep  # type: ignore[attr-defined]
-        if sleeping:
+        sleep_mode = self.options.enable_sleep_mode  # type: ignore[attr-defined]
+        if sleep_mode and "weights" not in self._awake:
             torch.cuda.empty_cache()
             self._wake_up("weights")
         model = self._vllm_model()
@@ -115,22 +120,23 @@ class VLLMEngine(HFEngine):
                 model.load_weights([(name, param.data)])
         self.llm.reset_prefix_cache()
         self.weight_syncs += 1
-        if sleeping:
+        if sleep_mode and "kv_cache" not in self._awake:
             self._wake_up("kv_cache")
-            self._asleep = False
 
     def _wake_up(self, tag: str) -> None:
         """Wake one kind of memory (vLLM >= 0.8.4 takes tags; older ones wake everything at once)."""
         if "tags" in inspect.signature(self.llm.wake_up).parameters:
             self.llm.wake_up(tags=[tag])
+            self._awake.add(tag)
         elif tag == "weights":
             self.llm.wake_up()
+            self._awake.update(SLEEP_TAGS)
 
     def sample_episodes(self, episodes: list[Episode]) -> list[Rollout]:
-        self._wake_and_sync()
         try:
+            self._wake_and_sync()
             return run_episodes(episodes, self.generate)
-        finally:
+        finally:  # asleep again whatever failed, so the trainer gets the GPU
             self._sleep()
             torch.cuda.empty_cache()
 
@@ -187,14 +193,26 @@ class VLLMEngine(HFEngine):
 # The process's vLLM instance: sleep mode's memory allocator takes one per process, and a campaign run in one
 # process builds an engine per step. Its weights are the trainer's, copied in before every sampling round.
 _SHARED_LLM: dict[str, Any] = {}
+SLEEP_TAGS = ("weights", "kv_cache")
 
 
 def shared_llm(vllm: Any, seed: int, **arguments: Any) -> dict[str, Any]:
-    """``{"llm", "arguments", "asleep"}``: the process's ``vllm.LLM``, built on first use, reused by any later
-    engine with the same ``arguments``. ``seed`` is vLLM's default and is not compared: every request
-    carries its own seed. Other arguments in the same process raise RuntimeError naming them."""
+    """``{"llm", "arguments", "awake"}``: the process's ``vllm.LLM``, built on first use (awake), reused by any
+    later engine with the same ``arguments``. ``seed`` is vLLM's default and is not compared: every request
+    carries its own seed. Other arguments in the same process, or a second start after a failed one (the
+    allocator cannot be set up twice), raise RuntimeError saying why."""
+    if "failed" in _SHARED_LLM:
+        raise RuntimeError(
+            f"vLLM failed to start earlier in this process ({_SHARED_LLM['failed']}) and cannot start again in "
+            "it (sleep mode's allocator): run the campaign in a new process"
+        )
     if not _SHARED_LLM:
-        _SHARED_LLM.update(llm=vllm.LLM(seed=seed, **arguments), arguments=arguments, asleep=False)
+        try:
+            llm = vllm.LLM(seed=seed, **arguments)
+        except Exception as exc:
+            _SHARED_LLM["failed"] = f"{type(exc).__name__}: {exc}"
+            raise
+        _SHARED_LLM.update(llm=llm, arguments=arguments, awake=set(SLEEP_TAGS))
     elif _SHARED_LLM["arguments"] != arguments:
         held = _SHARED_LLM["arguments"]
         changed = {k: (held.get(k), v) for k, v in arguments.items() if held.get(k) != v}
