@@ -198,16 +198,14 @@ class WorldSimulator(Simulator):
         return ~self._late
 
     def rollout(self, batch: pd.DataFrame, step: int) -> pd.DataFrame:
-        if (
-            self.steps_done + 1 >= self.late_step or not self._late.any()
-        ):  # nothing held back: no extra lookup
-            return super().rollout(batch, step)
-        held_back = ~self.available_tasks()[self._rows_of(batch["task_id"])]
-        if held_back.any():
-            raise ValueError(
-                f"WorldSimulator: task(s) {batch['task_id'].to_numpy()[held_back][:3].tolist()} join the pool at step "
-                f"{self.late_step}, not before (step {self.steps_done + 1})."
-            )
+        held_back = ~self.available_tasks()
+        if held_back.any():  # the batch's tasks are looked up only while some are held back
+            asked = held_back[self._rows_of(batch["task_id"])]
+            if asked.any():
+                raise ValueError(
+                    f"WorldSimulator: task(s) {batch['task_id'].to_numpy()[asked][:3].tolist()} join the pool at "
+                    f"step {self.late_step}, not before (step {self.steps_done + 1})."
+                )
         return super().rollout(batch, step)
 
     @property
@@ -363,31 +361,21 @@ class Regime:
     def world(self, seed: int, quick: bool = False) -> Simulator:
         """World number ``seed`` of this regime."""
         config = self.sim_config(quick)
-        plain = self.forget == 0 and not self.scramble and self.flaky == 0 and self.flaky_envs == 0
-        plain = (
-            plain
-            and self.shift == 0
-            and self.late_envs == 0
-            and self.env_labels == 0
-            and not self.task_env_ids
-        )
-        if plain and not self.chain and self.noise == 0:
+        mechanisms = {
+            "forget": self.forget,
+            "scramble": self.scramble,
+            "flaky": self.flaky,
+            "flaky_envs": self.flaky_envs,
+            "late_envs": self.late_envs,
+            "env_labels": self.env_labels,
+            "task_env_ids": self.task_env_ids,
+            "shift": self.shift,
+            "chain": self.chain,
+            "noise": self.noise,
+        }
+        if not any(mechanisms.values()):  # none of WorldSimulator's mechanisms: the plain simulator
             return Simulator(config, seed)
-        return WorldSimulator(
-            config,
-            seed,
-            forget=self.forget,
-            scramble=self.scramble,
-            flaky=self.flaky,
-            flaky_envs=self.flaky_envs,
-            late_envs=self.late_envs,
-            late_step=self.late_step,
-            env_labels=self.env_labels,
-            task_env_ids=self.task_env_ids,
-            shift=self.shift,
-            chain=self.chain,
-            noise=self.noise,
-        )
+        return WorldSimulator(config, seed, late_step=self.late_step, **mechanisms)
 
 
 # The base world: 60 environments x 24 tasks (1,440 training tasks), 6 skill families, B = 32, G = 8.
