@@ -23,7 +23,7 @@ reaches what random reaches at step T (a world where the target is never reached
 counts as horizon + 1 steps and the rollouts spent by then: a lower bound, flagged by `reached`);
 the paper's Table 2 statistics (mean / median selected variance, median reward, environments and tools
 per batch, over the horizon); exploitation hit rate at steps 1 and 7; the held-out score at the horizon; in
-attack worlds with flaky verifiers, the share of each batch spent on them; where environments join late
+attack worlds with flaky verifiers (or broken ones, which never pass), the share of each batch spent on them; where environments join late
 (`late-envs`: every scheduler rebuilt from the campaign's history then), the share of each batch in them over
 the 10 steps from the one they join at. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
@@ -176,6 +176,7 @@ def run_world(
     ids = np.asarray(world.sim.task_ids)
     watch = {
         "flaky": set(ids[getattr(world.sim, "flaky_tasks", [])]),
+        "broken": set(ids[getattr(world.sim, "broken_tasks", [])]),
         "late": set(ids[getattr(world.sim, "late_tasks", [])]),
     }
     joined = (
@@ -186,6 +187,7 @@ def run_world(
         runs[name], picks = run_scheduler(world, name, horizon, observe_lag, sync_warmup, watch)
         shares[name] = {
             "flaky": float(np.mean(picks["flaky"])) if watch["flaky"] else float("nan"),
+            "broken": float(np.mean(picks["broken"])) if watch["broken"] else float("nan"),
             "late": float(np.mean(picks["late"][joined])) if joined else float("nan"),
         }
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
@@ -206,6 +208,7 @@ def run_world(
             "trained": m["trained_groups"].mean() / world.regime.batch_size,
             "final": m["heldout"].iloc[-1],
             "flaky": shares[name]["flaky"],
+            "broken": shares[name]["broken"],
             "late": shares[name]["late"],
         }
     return out
@@ -252,6 +255,11 @@ def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataF
                     {}
                     if np.isnan(col["flaky"]).all()
                     else {"flaky picks": round(float(np.mean(col["flaky"])), 3)}
+                ),
+                **(
+                    {}
+                    if np.isnan(col["broken"]).all()
+                    else {"broken picks": round(float(np.mean(col["broken"])), 3)}
                 ),
                 **(
                     {}

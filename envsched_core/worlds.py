@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Eight mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Ten mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -23,6 +23,9 @@ Eight mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulat
   group pushes each skill it loads on by its usual size times N(0, 1) noise. The catalogue does not mark
   them and held-out tasks are never flaky. With `flaky_envs`, every training task of that share of the
   environments is flaky too (a broken environment: its level, its neighbours and its frontier all say 'mixed').
+* broken tasks (`broken`): a share of the training tasks have a wrong gold answer, so their verifier never passes
+  (success rate 0 whatever the policy does; drawn per task from a stream of its own, held-out tasks never broken).
+  They look like very hard tasks and never give a mixed group.
 * multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
   fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
   the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
@@ -43,6 +46,9 @@ Eight mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulat
   contiguous block of environments (one id per benchmark); tools keep their true environment's prefix. The world
   is unchanged: only what the scheduler sees about environments is. `task_env_ids`: the other way, every task
   its own environment id (a sandbox per task).
+* environments held out whole (`unseen_envs`): that share of the environments has no task in the catalogue, and
+  the held-out score is the mean over all of their tasks and nothing else (train on some benchmarks, evaluate on
+  others). Only the tool-type and family skills carry over; an environment's own skill never trains there.
 * environment updates (an attack on schedulers that trust their history): after step `shift_step` a share
   `shift` of the environments is updated, and every task in them, training and held-out alike, gets
   `shift_size` logits harder or easier (the sign drawn per environment), once. What was learned about those
@@ -97,6 +103,8 @@ class WorldSimulator(Simulator):
         late_step: int = 10,
         env_labels: int = 0,
         task_env_ids: bool = False,
+        unseen_envs: float = 0.0,
+        broken: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -112,6 +120,10 @@ class WorldSimulator(Simulator):
             raise ValueError(f"WorldSimulator: flaky={flaky} must be in [0, 1).")
         if not 0.0 <= flaky_envs < 1.0:
             raise ValueError(f"WorldSimulator: flaky_envs={flaky_envs} must be in [0, 1).")
+        if not 0.0 <= broken < 1.0:
+            raise ValueError(f"WorldSimulator: broken={broken} must be in [0, 1).")
+        if not 0.0 <= unseen_envs < 1.0:
+            raise ValueError(f"WorldSimulator: unseen_envs={unseen_envs} must be in [0, 1).")
         if not 0.0 <= late_envs < 1.0 or late_step < 2:
             raise ValueError(
                 f"WorldSimulator: late_envs={late_envs} must be in [0, 1), late_step={late_step} >= 2."
@@ -122,8 +134,10 @@ class WorldSimulator(Simulator):
             )
         if not 0.0 <= noise < 0.5:
             raise ValueError(f"WorldSimulator: noise={noise} must be in [0, 0.5).")
-        if chain and (flaky or flaky_envs or noise):
-            raise ValueError("WorldSimulator: chain tasks do not combine with flaky or noisy verifiers.")
+        if chain and (flaky or flaky_envs or noise or broken):
+            raise ValueError(
+                "WorldSimulator: chain tasks do not combine with flaky, broken or noisy verifiers."
+            )
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
         self.flaky_envs = float(flaky_envs)
@@ -132,6 +146,8 @@ class WorldSimulator(Simulator):
         self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         super().__init__(config, seed)
+        if unseen_envs > 0:
+            self._hold_out_environments(unseen_envs)
         # Drawn from streams of their own, so the rest of the world is the same with or without them.
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 3]))
         n_all = len(self._task_env)
@@ -140,6 +156,11 @@ class WorldSimulator(Simulator):
         self._flaky_rate = rng.uniform(0.3, 0.7, n_all)
         self._flaky[self._train_rows] |= self._whole_environments(self.flaky_envs, stream=5)
         self._late = self._whole_environments(self.late_envs, stream=7)  # they join the pool at late_step
+        self.broken = float(broken)
+        self._broken = np.zeros(n_all, dtype=bool)
+        self._broken[self._train_rows] = (
+            np.random.default_rng(np.random.SeedSequence([self.seed, 9])).random(self.n_train) < self.broken
+        )
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
@@ -186,6 +207,26 @@ class WorldSimulator(Simulator):
             chosen[rng.choice(n_envs, size=max(1, round(share * n_envs)), replace=False)] = True
         return chosen[self._task_env[self._train_rows]]
 
+    def _hold_out_environments(self, share: float) -> None:
+        """Take round(share x environments) environments (at least one, drawn from a stream of their own) out
+        of training: none of their tasks is in the catalogue, and the held-out score is the mean over all of
+        their tasks and of nothing else. The skills, difficulties and the other tasks are unchanged."""
+        unseen = self._whole_environments(share, stream=8)  # over the training tasks, before they shrink
+        if unseen.all():
+            raise ValueError(f"WorldSimulator: unseen_envs={share} leaves no environment to train on.")
+        chosen = np.isin(self._task_env, np.unique(self._task_env[self._train_rows][unseen]))
+        self._embedding = self._embedding[~unseen]
+        self._is_train = self._is_train & ~chosen
+        self._train_rows, self._heldout_rows = np.flatnonzero(self._is_train), np.flatnonzero(chosen)
+        self.n_train = len(self._train_rows)
+
+    @property
+    def unseen_envs(self) -> np.ndarray:
+        """Mask over environments held out of training whole (oracle; for tests)."""
+        unseen = np.ones(self.config.n_envs, dtype=bool)
+        unseen[self._task_env[self._train_rows]] = False
+        return unseen
+
     @property
     def late_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of those that join the catalogue at ``late_step``; their
@@ -213,14 +254,19 @@ class WorldSimulator(Simulator):
         """Mask over training tasks (catalogue order) of the flaky ones (oracle; for metrics and tests)."""
         return self._flaky[self._train_rows]
 
+    @property
+    def broken_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of those whose verifier never passes (oracle)."""
+        return self._broken[self._train_rows]
+
     def _success(self, rows: np.ndarray) -> np.ndarray:
         """Expected reward of each task under its verifier (for a binary one, the success probability)."""
         if self.chain:
             return self._chain_moments(rows)[0]
         p = super()._success(rows)
-        if not self._has_flaky:
-            return p
-        return np.where(self._flaky[rows], self._flaky_rate[rows], p)
+        if self._has_flaky:
+            p = np.where(self._flaky[rows], self._flaky_rate[rows], p)
+        return np.where(self._broken[rows], 0.0, p) if self.broken else p
 
     # ---- multi-step tasks (chain) ------------------------------------------------------------------
     def _call_success(self, rows: np.ndarray) -> np.ndarray:
@@ -344,6 +390,10 @@ class Regime:
     """How many environment ids the catalogue shows (0: each environment its own); see `WorldSimulator`."""
     task_env_ids: bool = False
     """The catalogue gives every task an environment id of its own; see `WorldSimulator`."""
+    unseen_envs: float = 0.0
+    """Share of environments held out of training whole, the held-out score theirs alone; see `WorldSimulator`."""
+    broken: float = 0.0
+    """Share of training tasks whose verifier never passes (a wrong gold answer); see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -369,6 +419,8 @@ class Regime:
             "late_envs": self.late_envs,
             "env_labels": self.env_labels,
             "task_env_ids": self.task_env_ids,
+            "unseen_envs": self.unseen_envs,
+            "broken": self.broken,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -542,6 +594,22 @@ STRESS_REGIMES: dict[str, Regime] = {
             "tool names still carry the true environment",
             BASE,
             task_env_ids=True,
+            tags=("shared",),
+        ),
+        Regime(
+            "unseen-envs",
+            "held-out environments: 12 of the 60 environments are never trained on and the held-out score is "
+            "theirs alone (train on some benchmarks, evaluate on others); only tool types and families transfer",
+            BASE,
+            unseen_envs=0.2,
+            tags=("shared",),
+        ),
+        Regime(
+            "broken",
+            "a fifth of the training tasks have a wrong gold answer: their verifier never passes, whatever the "
+            "policy does (the label errors audits of agent benchmarks report); they look like hard tasks",
+            BASE,
+            broken=0.2,
             tags=("shared",),
         ),
         Regime(

@@ -145,6 +145,55 @@ def test_worlds_relabelled_environment_ids_merge_whole_environments_or_split_the
         WorldSimulator(config, env_labels=3, task_env_ids=True)
 
 
+def test_worlds_unseen_environments_leave_the_catalogue_and_alone_make_the_held_out_score():
+    config = replace(SMALL, n_envs=9)
+    sim, plain = WorldSimulator(config, seed=4, unseen_envs=1 / 3), WorldSimulator(config, seed=4)
+    unseen = sim.unseen_envs
+    assert unseen.sum() == 3 and not plain.unseen_envs.any()
+    frame, full = sim.catalog_frame(), plain.catalog_frame()
+    assert not frame["env_id"].isin(plain.env_names[unseen]).any()
+    kept = ~full["env_id"].isin(plain.env_names[unseen])
+    # the other environments' tasks are the plain world's, skills and catalogue columns alike
+    assert frame["task_id"].tolist() == full.loc[kept, "task_id"].tolist()
+    np.testing.assert_array_equal(np.stack(frame["embedding"]), np.stack(full.loc[kept, "embedding"]))
+    np.testing.assert_array_equal(sim.success_probability(), plain.success_probability()[kept.to_numpy()])
+    # the held-out score is every task of the unseen environments, and of nothing else
+    rows = np.flatnonzero(unseen[plain._task_env])
+    assert len(rows) == 3 * (config.tasks_per_env + config.heldout_per_env)
+    assert sim.heldout_score() == pytest.approx(plain._success(rows).mean())
+    # training the seen environments moves them through the shared tool types and families only
+    batch = pd.DataFrame({"task_id": frame["task_id"]})
+    before = sim.heldout_score()
+    sim.train(
+        pd.DataFrame(
+            {"task_id": np.repeat(batch["task_id"], 8), "reward": np.tile([0.0, 1.0], 4 * len(batch))}
+        ),
+        len(batch),
+    )
+    env_skill = sim.theta[: config.n_envs]
+    np.testing.assert_array_equal(env_skill[unseen], sim._theta0[: config.n_envs][unseen])
+    assert sim.heldout_score() != before
+    with pytest.raises(ValueError, match="unseen_envs=1.0"):
+        WorldSimulator(config, unseen_envs=1.0)
+
+
+def test_worlds_broken_tasks_never_pass_and_change_nothing_else():
+    config = replace(SMALL, n_envs=9, drift=0.0)
+    sim, plain = WorldSimulator(config, seed=4, broken=0.3), WorldSimulator(config, seed=4)
+    broken = sim.broken_tasks
+    assert 0 < broken.sum() < len(broken) and not plain.broken_tasks.any()
+    p, p_plain = sim.success_probability(), plain.success_probability()
+    assert (p[broken] == 0).all()
+    np.testing.assert_array_equal(p[~broken], p_plain[~broken])
+    assert sim.heldout_score() == plain.heldout_score()  # held-out tasks are never broken
+    ids = np.asarray(sim.task_ids)
+    rewards = sim.rollout(pd.DataFrame({"task_id": ids[broken]}), step=1)["reward"]
+    assert (rewards == 0).all()  # binary or graded, not one check passes
+    pd.testing.assert_frame_equal(sim.catalog_frame(), plain.catalog_frame())  # nothing marks them
+    with pytest.raises(ValueError, match="broken=1.0"):
+        WorldSimulator(config, broken=1.0)
+
+
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     plain = Regime("t", "test", SMALL).world(5)
     same = WorldSimulator(SMALL, seed=5)
@@ -217,7 +266,7 @@ def test_worlds_chain_tasks_stop_at_their_first_failing_call():
     assert np.abs(rewards.mean(axis=1) - mean).max() < 0.04
     assert np.abs(rewards.var(axis=1) - var).max() < 0.03
     np.testing.assert_allclose(sim.success_probability(), mean)  # the expected reward under the verifier
-    with pytest.raises(ValueError, match="do not combine with flaky or noisy"):
+    with pytest.raises(ValueError, match="do not combine with flaky, broken or noisy"):
         WorldSimulator(SMALL, chain=True, flaky=0.1)
 
 
