@@ -51,6 +51,7 @@ from .oversample import InformativeShare
 from .predictor import VariancePredictor
 from .progress import LearningProgress
 from .refill import StepRounds
+from .solvability import TaskSolvability
 from .state_fit import StateMismatch, check_catalog
 from .stats import CORRECT_REWARD, TaskStats, group_outcomes, validate_rollouts
 
@@ -135,11 +136,12 @@ def frontier_transfer_factor(
 def _renamed_fields(config: dict) -> dict:
     """A saved config in today's field names: ``observe_accuracy`` (before full_pass_weight) read rewards at
     weight 1 when on and 0 when off, and a state saved without either read them at 0; a state saved before
-    ``training_dispersion`` ran without it."""
+    ``training_dispersion`` or ``unsolvable_prior`` ran without them."""
     config = dict(config)
     accuracy = config.pop("observe_accuracy", False)
     config.setdefault("full_pass_weight", 1.0 if accuracy else 0.0)
     config.setdefault("training_dispersion", False)  # before it, the dispersions read the blended variance
+    config.setdefault("unsolvable_prior", 0.0)  # before it, no task was suspected of never passing
     return config
 
 
@@ -196,6 +198,11 @@ class EnvSched:
         self.learnability = (
             TaskLearnability(n_tasks, self.cfg.group_size, self.cfg.learnability_prior_sd)
             if self.cfg.learnability_prior_sd > 0 and self.outcome is not None
+            else None
+        )
+        self.solvability = (
+            TaskSolvability(n_tasks, self.cfg.unsolvable_prior, self.cfg.residual_decay)
+            if self.cfg.unsolvable_prior > 0 and self.outcome is not None
             else None
         )
         self.patterns = signature_patterns(catalog.signature, self.cfg.n_patterns, seed)
@@ -284,6 +291,9 @@ class EnvSched:
                 if self.learnability is not None:  # weighs what coverage may teach too
                     learnable = self.learnability.factor()
                     value, transfer = value * learnable, transfer * learnable
+                if self.solvability is not None:  # so does this
+                    solvable = self.solvability.factor(step)
+                    value, transfer = value * solvable, transfer * solvable
                 predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat, transfer)
             else:
                 c = self.predictor.components(self.stats, step)
@@ -577,6 +587,9 @@ class EnvSched:
             else:
                 trials = part["size"].to_numpy(dtype=float)
                 self.outcome.update(rows, step, part["mean"].to_numpy(), part["spread"].to_numpy(), trials)
+                if self.solvability is not None:  # each visit against what the shared model expected of it
+                    z, sd = self.outcome.visit_prior
+                    self.solvability.update(rows, step, part["mean"].to_numpy(), z, sd, trials)
             if self.progress is not None:
                 self.progress.update(rows, part["mean"].to_numpy(), variance)
             if self.dispersion is not None:
@@ -644,6 +657,7 @@ class EnvSched:
             "progress": self.progress.state_dict() if self.progress is not None else {},
             "dispersion": self.dispersion.state_dict() if self.dispersion is not None else {},
             "learnability": self.learnability.state_dict() if self.learnability is not None else {},
+            "solvability": self.solvability.state_dict() if self.solvability is not None else {},
             "rng": self.rng.bit_generator.state,
             "cross_candidates": self.cross_candidates.copy(),
             "cross_edges": tuple(a.copy() for a in self.cross_edges),
@@ -680,6 +694,8 @@ class EnvSched:
             self.dispersion.load_state_dict(state["dispersion"])
         if self.learnability is not None and state.get("learnability"):
             self.learnability.load_state_dict(state["learnability"])
+        if self.solvability is not None and state.get("solvability"):
+            self.solvability.load_state_dict(state["solvability"])
         self.rng.bit_generator.state = state["rng"]
         self.cross_candidates = np.array(state["cross_candidates"], copy=True)
         self.patterns = np.array(state["patterns"], copy=True)
