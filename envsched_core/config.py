@@ -167,7 +167,7 @@ class SchedulerConfig:
     with this prior mean (20 pseudo-tasks). Catches tasks with a wrong gold answer, which a logistic model keeps
     lifting back toward the frontier as their environment improves: in the `broken` stress regime (a fifth of the
     tasks never pass) it cut EnvSched's picks of them from 15% to 5% and raised the held-out score at step 120
-    from 0.543 to 0.591 (tuning worlds 0-4); steps to target moved by at most +-1.0 (paired, inside every interval)
+    from 0.543 to 0.591 (tuning worlds 0-4); steps to target moved by at most 1.2 (paired, inside every interval)
     in the 13 suite regimes, 22 stress regimes and on BFCL, tau-bench and ACEBench (docs/scheduler.md, "Attack:
     tasks that never pass"). 0 = off."""
     task_dispersion: bool = True

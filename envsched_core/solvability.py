@@ -54,16 +54,21 @@ class TaskSolvability:
         self.share = self.prior
         self._factor: tuple[int, np.ndarray] | None = None
 
-    def _loglik_at(self, step: int) -> np.ndarray:
-        age = np.maximum(step - self.last_step, 0)
-        return np.where(self.last_step >= 0, self.loglik * self.decay**age, 0.0)
+    def _loglik_at(self, step: int, rows: np.ndarray) -> np.ndarray:
+        """l_i of ``rows`` forgotten to ``step`` (0 for unseen tasks)."""
+        last = self.last_step[rows]
+        return np.where(last >= 0, self.loglik[rows] * self.decay ** np.maximum(step - last, 0), 0.0)
+
+    def _suspects(self) -> np.ndarray:
+        """Rows seen and never passed: the only tasks whose chance of never passing is their own (few at 1M)."""
+        return np.flatnonzero((self.last_step >= 0) & ~self.passed)
 
     def update(
         self, rows: np.ndarray, step: int, mean: np.ndarray, z: np.ndarray, sd: np.ndarray, trials: np.ndarray
     ) -> None:
         """Fold one step's groups (unique task rows) in: their mean reward and the outcome model's posterior
         logit (z, sd) for them just before this visit."""
-        current = self._loglik_at(step)[rows]
+        current = self._loglik_at(step, rows)
         zero = mean <= 0
         self.loglik[rows] = np.where(zero, current + log_all_zero(z, sd, trials), current)
         self.passed[rows] |= ~zero
@@ -73,21 +78,23 @@ class TaskSolvability:
 
     def _fit_share(self, step: int) -> None:
         """EM for the share of tasks that never pass: each seen task's chance of it, then their mean."""
-        seen = self.last_step >= 0
-        likelihood = np.exp(self._loglik_at(step)[seen & ~self.passed])  # of the all-zero record if learnable
+        n_seen = int(np.count_nonzero(self.last_step >= 0))
+        likelihood = np.exp(self._loglik_at(step, self._suspects()))  # of the all-zero record if learnable
         a, b = PRIOR_TASKS * self.prior, PRIOR_TASKS * (1.0 - self.prior)
         share = self.share
         for _ in range(EM_STEPS):
             never = share / (share + (1.0 - share) * likelihood)
-            share = (never.sum() + a) / (seen.sum() + a + b)
+            share = (never.sum() + a) / (n_seen + a + b)
         self.share = float(share)
 
     def factor(self, step: int) -> np.ndarray:
         """1 - P(never passes) per task at ``step`` (cached per step until the next update)."""
         if self._factor is None or self._factor[0] != step:
-            likelihood = np.exp(self._loglik_at(step))
-            never = self.share / (self.share + (1.0 - self.share) * likelihood)
-            self._factor = (step, np.where(self.passed, 1.0, 1.0 - never))
+            factor = np.where(self.passed, 1.0, 1.0 - self.share)  # an unseen task: the share's chance
+            rows = self._suspects()
+            likelihood = np.exp(self._loglik_at(step, rows))
+            factor[rows] = 1.0 - self.share / (self.share + (1.0 - self.share) * likelihood)
+            self._factor = (step, factor)
         return self._factor[1]
 
     def state_dict(self) -> dict:
