@@ -167,6 +167,15 @@ def run_scheduler(
     return metrics, picks
 
 
+# Tasks whose share of each batch the suite reports: label -> (the world's oracle mask, the table's column). A
+# world without the mask (or with none of them) reports none; late tasks count over the 10 steps from joining.
+WATCHED = {
+    "flaky": ("flaky_tasks", "flaky picks"),
+    "broken": ("broken_tasks", "broken picks"),
+    "late": ("late_tasks", "new-env picks"),
+}
+
+
 def run_world(
     world: World, names: list[str], horizon: int, target_step: int, observe_lag: int = 0, sync_warmup: int = 0
 ) -> dict[str, dict]:
@@ -174,21 +183,16 @@ def run_world(
     out: dict[str, dict] = {}
     runs: dict[str, pd.DataFrame] = {}
     ids = np.asarray(world.sim.task_ids)
-    watch = {
-        "flaky": set(ids[getattr(world.sim, "flaky_tasks", [])]),
-        "broken": set(ids[getattr(world.sim, "broken_tasks", [])]),
-        "late": set(ids[getattr(world.sim, "late_tasks", [])]),
-    }
-    joined = (
-        slice(world.sim.late_step - 1, world.sim.late_step + 9) if watch["late"] else None
-    )  # steps K..K+9
+    watch = {label: set(ids[getattr(world.sim, mask, [])]) for label, (mask, _) in WATCHED.items()}
+    window = {label: slice(None) for label in WATCHED}  # the steps whose picks count
+    if watch["late"]:
+        window["late"] = slice(world.sim.late_step - 1, world.sim.late_step + 9)  # steps K..K+9
     shares: dict[str, dict[str, float]] = {}
     for name in names:
         runs[name], picks = run_scheduler(world, name, horizon, observe_lag, sync_warmup, watch)
         shares[name] = {
-            "flaky": float(np.mean(picks["flaky"])) if watch["flaky"] else float("nan"),
-            "broken": float(np.mean(picks["broken"])) if watch["broken"] else float("nan"),
-            "late": float(np.mean(picks["late"][joined])) if joined else float("nan"),
+            label: float(np.mean(picks[label][window[label]])) if watch[label] else float("nan")
+            for label in WATCHED
         }
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
     for name, m in runs.items():
@@ -207,9 +211,7 @@ def run_world(
             "hit7": m["hit_rate"].iloc[6],
             "trained": m["trained_groups"].mean() / world.regime.batch_size,
             "final": m["heldout"].iloc[-1],
-            "flaky": shares[name]["flaky"],
-            "broken": shares[name]["broken"],
-            "late": shares[name]["late"],
+            **shares[name],
         }
     return out
 
@@ -251,21 +253,11 @@ def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataF
                 "hit@7": _mean_or_dash(col["hit7"]),
                 "trained share": round(float(np.mean(col["trained"])), 3),
                 "final held-out": round(float(np.mean(col["final"])), 3),
-                **(
-                    {}
-                    if np.isnan(col["flaky"]).all()
-                    else {"flaky picks": round(float(np.mean(col["flaky"])), 3)}
-                ),
-                **(
-                    {}
-                    if np.isnan(col["broken"]).all()
-                    else {"broken picks": round(float(np.mean(col["broken"])), 3)}
-                ),
-                **(
-                    {}
-                    if np.isnan(col["late"]).all()
-                    else {"new-env picks": round(float(np.mean(col["late"])), 3)}
-                ),
+                **{
+                    column: round(float(np.mean(col[label])), 3)
+                    for label, (_, column) in WATCHED.items()
+                    if not np.isnan(col[label]).all()
+                },
             }
         )
     return pd.DataFrame(rows)

@@ -196,10 +196,8 @@ class OutcomeModel:
         )
         # recent groups for the global refit: task row, step, mean reward, trials
         self.buffer = np.zeros((0, 4))
-        self.visit_prior = (
-            np.zeros(0),
-            np.zeros(0),
-        )  # (logit, sd) each row of the last update was expected at
+        # (logit, sd) each row of the last update was expected at: the shared part refit, its own prior
+        self.visit_prior = (np.zeros(0), np.zeros(0))
         self.n_fits = 0
         self.tau = float(cfg.residual_prior_sd)  # prior sd of b_i, re-estimated online (empirical Bayes)
         self.a_W, self.a_X = float(cfg.a_within), float(cfg.a_cross)  # propagation weights, fitted online
@@ -385,10 +383,7 @@ class OutcomeModel:
         P = self.own_precision(step, rows)
         Qp = Q0 + P  # prior of this visit: neighbours + own history so far
         mu = (Q0 * b0 + P * self.m[rows]) / Qp
-        self.visit_prior = (
-            f + mu,
-            Qp**-0.5,
-        )  # the logit each visit was expected at: shared part refit, own prior
+        self.visit_prior = (f + mu, Qp**-0.5)
         b = mu.copy()
         for _ in range(
             NEWTON_STEPS

@@ -140,7 +140,7 @@ class WorldSimulator(Simulator):
             )
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
-        self.flaky_envs = float(flaky_envs)
+        self.flaky_envs, self.broken = float(flaky_envs), float(broken)
         self._has_flaky = self.flaky > 0 or self.flaky_envs > 0
         self.late_envs, self.late_step = float(late_envs), int(late_step)
         self.chain, self.noise = bool(chain), float(noise)
@@ -156,7 +156,6 @@ class WorldSimulator(Simulator):
         self._flaky_rate = rng.uniform(0.3, 0.7, n_all)
         self._flaky[self._train_rows] |= self._whole_environments(self.flaky_envs, stream=5)
         self._late = self._whole_environments(self.late_envs, stream=7)  # they join the pool at late_step
-        self.broken = float(broken)
         self._broken = np.zeros(n_all, dtype=bool)
         self._broken[self._train_rows] = (
             np.random.default_rng(np.random.SeedSequence([self.seed, 9])).random(self.n_train) < self.broken
