@@ -13,7 +13,8 @@ report seeds (default 100..) are disjoint from the seeds used while tuning (0..4
 B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regime with G = 4, B = 64
 or environment updates, a scrambled catalogue with coin-flip verifiers, three environments, multi-step
 tasks, noisy verifiers, broken environments, uneven environment sizes, environments added mid-campaign,
-environment ids that name benchmarks or single tasks).
+environment ids that name benchmarks or single tasks, environments held out whole, tasks that never pass,
+environment outages).
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
 (DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
 first K steps before the next one is selected.
@@ -25,7 +26,8 @@ the paper's Table 2 statistics (mean / median selected variance, median reward, 
 per batch, over the horizon); exploitation hit rate at steps 1 and 7; the held-out score at the horizon; in
 attack worlds with flaky verifiers (or broken ones, which never pass), the share of each batch spent on them; where environments join late
 (`late-envs`: every scheduler rebuilt from the campaign's history then), the share of each batch in them over
-the 10 steps from the one they join at. The best scheduler of a regime has
+the 10 steps from the one they join at; where some environments go down (`outage`), the share of each batch in
+them over the 10 steps from the outage's first and from the step they are back. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
 the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
 same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
@@ -167,13 +169,24 @@ def run_scheduler(
     return metrics, picks
 
 
-# Tasks whose share of each batch the suite reports: label -> (the world's oracle mask, the table's column). A
-# world without the mask (or with none of them) reports none; late tasks count over the 10 steps from joining.
+# Tasks whose share of each batch the suite reports: label -> (the world's oracle mask, the table's column, the
+# steps that count: every step, or the 10 from the world's attribute on). A world without the mask (or with none
+# or all of its tasks in it) reports none. Late tasks count from joining; outage tasks while down and once back.
 WATCHED = {
-    "flaky": ("flaky_tasks", "flaky picks"),
-    "broken": ("broken_tasks", "broken picks"),
-    "late": ("late_tasks", "new-env picks"),
+    "flaky": ("flaky_tasks", "flaky picks", None),
+    "broken": ("broken_tasks", "broken picks", None),
+    "late": ("late_tasks", "new-env picks", "late_step"),
+    "down": ("outage_tasks", "picks while down", "outage_step"),
+    "back": ("outage_tasks", "picks once back", "outage_end"),
 }
+
+
+def counted_steps(sim, first: str | None) -> slice:
+    """The steps whose picks count: every step, or the 10 from the step the world's attribute ``first`` names."""
+    if first is None:
+        return slice(None)
+    start = getattr(sim, first, 1)
+    return slice(start - 1, start + 9)
 
 
 def run_world(
@@ -183,10 +196,11 @@ def run_world(
     out: dict[str, dict] = {}
     runs: dict[str, pd.DataFrame] = {}
     ids = np.asarray(world.sim.task_ids)
-    watch = {label: set(ids[getattr(world.sim, mask, [])]) for label, (mask, _) in WATCHED.items()}
-    window = {label: slice(None) for label in WATCHED}  # the steps whose picks count
-    if watch["late"]:
-        window["late"] = slice(world.sim.late_step - 1, world.sim.late_step + 9)  # steps K..K+9
+    masks = {
+        label: np.asarray(getattr(world.sim, mask, []), dtype=bool) for label, (mask, _, _) in WATCHED.items()
+    }
+    watch = {label: set(ids[mask]) if 0 < mask.sum() < len(ids) else set() for label, mask in masks.items()}
+    window = {label: counted_steps(world.sim, first) for label, (_, _, first) in WATCHED.items()}
     shares: dict[str, dict[str, float]] = {}
     for name in names:
         runs[name], picks = run_scheduler(world, name, horizon, observe_lag, sync_warmup, watch)
@@ -255,7 +269,7 @@ def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataF
                 "final held-out": round(float(np.mean(col["final"])), 3),
                 **{
                     column: round(float(np.mean(col[label])), 3)
-                    for label, (_, column) in WATCHED.items()
+                    for label, (_, column, _) in WATCHED.items()
                     if not np.isnan(col[label]).all()
                 },
             }

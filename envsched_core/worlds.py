@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Ten mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Eleven mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -26,6 +26,11 @@ Ten mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator
 * broken tasks (`broken`): a share of the training tasks have a wrong gold answer, so their verifier never passes
   (success rate 0 whatever the policy does; drawn per task from a stream of its own, held-out tasks never broken).
   They look like very hard tasks and never give a mixed group.
+* environment outages (`outage`): the sandboxes of that share of the environments (at least one) are down over
+  steps `outage_step` .. `outage_step + outage_steps - 1` (11-20 by default): every rollout of their training tasks
+  scores 0, as a runner that scores a crashed sandbox 0 reports it, then they come back as they were. The policy is
+  not touched (held-out scores stay true); all-zero groups teach nothing, so the outage only costs what is rolled
+  out in it and what a scheduler believes afterwards.
 * multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
   fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
   the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
@@ -105,6 +110,9 @@ class WorldSimulator(Simulator):
         task_env_ids: bool = False,
         unseen_envs: float = 0.0,
         broken: float = 0.0,
+        outage: float = 0.0,
+        outage_step: int = 11,
+        outage_steps: int = 10,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -122,6 +130,11 @@ class WorldSimulator(Simulator):
             raise ValueError(f"WorldSimulator: flaky_envs={flaky_envs} must be in [0, 1).")
         if not 0.0 <= broken < 1.0:
             raise ValueError(f"WorldSimulator: broken={broken} must be in [0, 1).")
+        if not 0.0 <= outage <= 1.0 or outage_step < 1 or outage_steps < 1:
+            raise ValueError(
+                f"WorldSimulator: outage={outage} must be in [0, 1], outage_step={outage_step} and "
+                f"outage_steps={outage_steps} >= 1."
+            )
         if not 0.0 <= unseen_envs < 1.0:
             raise ValueError(f"WorldSimulator: unseen_envs={unseen_envs} must be in [0, 1).")
         if not 0.0 <= late_envs < 1.0 or late_step < 2:
@@ -134,9 +147,9 @@ class WorldSimulator(Simulator):
             )
         if not 0.0 <= noise < 0.5:
             raise ValueError(f"WorldSimulator: noise={noise} must be in [0, 0.5).")
-        if chain and (flaky or flaky_envs or noise or broken):
+        if chain and (flaky or flaky_envs or noise or broken or outage):
             raise ValueError(
-                "WorldSimulator: chain tasks do not combine with flaky, broken or noisy verifiers."
+                "WorldSimulator: chain tasks do not combine with flaky, broken or noisy verifiers or outages."
             )
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
@@ -145,6 +158,7 @@ class WorldSimulator(Simulator):
         self.late_envs, self.late_step = float(late_envs), int(late_step)
         self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
+        self.outage, self.outage_step, self.outage_steps = float(outage), int(outage_step), int(outage_steps)
         super().__init__(config, seed)
         if unseen_envs > 0:
             self._hold_out_environments(unseen_envs)
@@ -160,6 +174,8 @@ class WorldSimulator(Simulator):
         self._broken[self._train_rows] = (
             np.random.default_rng(np.random.SeedSequence([self.seed, 9])).random(self.n_train) < self.broken
         )
+        self._down = np.zeros(n_all, dtype=bool)  # training tasks of the environments an outage takes down
+        self._down[self._train_rows] = self._whole_environments(self.outage, stream=10)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
@@ -258,6 +274,20 @@ class WorldSimulator(Simulator):
         """Mask over training tasks (catalogue order) of those whose verifier never passes (oracle)."""
         return self._broken[self._train_rows]
 
+    @property
+    def outage_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of the environments the outage takes down (oracle)."""
+        return self._down[self._train_rows]
+
+    @property
+    def outage_end(self) -> int:
+        """The first step after the outage, when every environment is back."""
+        return self.outage_step + self.outage_steps
+
+    def in_outage(self) -> bool:
+        """Whether the coming step (``steps_done`` + 1) is one of the outage's."""
+        return self.outage > 0 and 0 <= self.steps_done + 1 - self.outage_step < self.outage_steps
+
     def _success(self, rows: np.ndarray) -> np.ndarray:
         """Expected reward of each task under its verifier (for a binary one, the success probability)."""
         if self.chain:
@@ -265,6 +295,8 @@ class WorldSimulator(Simulator):
         p = super()._success(rows)
         if self._has_flaky:
             p = np.where(self._flaky[rows], self._flaky_rate[rows], p)
+        if self.in_outage():
+            p = np.where(self._down[rows], 0.0, p)
         return np.where(self._broken[rows], 0.0, p) if self.broken else p
 
     # ---- multi-step tasks (chain) ------------------------------------------------------------------
@@ -393,6 +425,10 @@ class Regime:
     """Share of environments held out of training whole, the held-out score theirs alone; see `WorldSimulator`."""
     broken: float = 0.0
     """Share of training tasks whose verifier never passes (a wrong gold answer); see `WorldSimulator`."""
+    outage: float = 0.0
+    """Share of environments whose every rollout scores 0 over ``outage_steps`` steps from step 11 (sandboxes down);
+    see `WorldSimulator`."""
+    outage_steps: int = 10
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -420,13 +456,16 @@ class Regime:
             "task_env_ids": self.task_env_ids,
             "unseen_envs": self.unseen_envs,
             "broken": self.broken,
+            "outage": self.outage,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
         }
         if not any(mechanisms.values()):  # none of WorldSimulator's mechanisms: the plain simulator
             return Simulator(config, seed)
-        return WorldSimulator(config, seed, late_step=self.late_step, **mechanisms)
+        return WorldSimulator(
+            config, seed, late_step=self.late_step, outage_steps=self.outage_steps, **mechanisms
+        )
 
 
 # The base world: 60 environments x 24 tasks (1,440 training tasks), 6 skill families, B = 32, G = 8.
@@ -609,6 +648,23 @@ STRESS_REGIMES: dict[str, Regime] = {
             "policy does (the label errors audits of agent benchmarks report); they look like hard tasks",
             BASE,
             broken=0.2,
+            tags=("shared",),
+        ),
+        Regime(
+            "outage",
+            "a quarter of the environments' sandboxes are down over steps 11-20: every rollout there scores 0 (a "
+            "crashed sandbox scored 0), then they come back as they were",
+            BASE,
+            outage=0.25,
+            tags=("shared",),
+        ),
+        Regime(
+            "outage-all",
+            "every environment's sandbox is down over steps 11-13 (the reward service fails): every rollout "
+            "scores 0, then all come back as they were",
+            BASE,
+            outage=1.0,
+            outage_steps=3,
             tags=("shared",),
         ),
         Regime(

@@ -1,5 +1,5 @@
 """The suite's campaign on a world whose environments join late: started over the first pool, rebuilt at the
-join step from the campaign's history (bench/scheduler_suite.py)."""
+join step from the campaign's history; the shares of watched tasks it reports (bench/scheduler_suite.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from bench.scheduler_suite import make_world, run_scheduler, run_world
+from bench.scheduler_suite import counted_steps, make_world, run_scheduler, run_world
 from envsched_core.worlds import ALL_REGIMES
 
 LATE = replace(
@@ -28,3 +28,25 @@ def test_a_late_world_starts_over_the_first_pool_and_picks_the_new_environments_
         assert sum(picks["late"][3:]) > 0 and len(metrics) == 8  # rebuilt over the whole catalogue at step 4
     per_world = run_world(world, ["random", "envsched"], horizon=8, target_step=6)
     assert 0 < per_world["envsched"]["late"] <= 1  # the share from the join step on is reported
+
+
+def small(name: str, **changes):
+    regime = ALL_REGIMES[name]
+    config = replace(regime.config, n_envs=12, tasks_per_env=8, heldout_per_env=2)
+    return replace(regime, config=config, batch_size=8, **changes)
+
+
+def test_outage_picks_count_while_down_and_once_back_and_not_where_every_environment_is_down():
+    world = make_world(small("outage", outage_steps=2), seed=1, quick=True)
+    assert counted_steps(world.sim, "outage_step") == slice(10, 20)  # steps 11-20
+    assert counted_steps(world.sim, "outage_end") == slice(12, 22)  # steps 13-22: back after 11 and 12
+    assert counted_steps(world.sim, None) == slice(None)
+    per_world = run_world(world, ["random", "envsched"], horizon=14, target_step=7)
+    down_ids = set(np.asarray(world.sim.task_ids)[world.sim.outage_tasks])
+    for name in ("random", "envsched"):
+        _, picks = run_scheduler(world, name, 14, 0, 0, {"down": down_ids})  # the same campaign again
+        assert per_world[name]["down"] == np.mean(picks["down"][10:14])  # steps 11-14 of the 14 run
+        assert per_world[name]["back"] == np.mean(picks["down"][12:14])
+        assert np.isnan(per_world[name]["broken"])  # a world without the mask reports none
+    everything = run_world(make_world(small("outage-all"), 1, True), ["random"], horizon=14, target_step=7)
+    assert np.isnan(everything["random"]["down"])  # every task down: a share of 1 says nothing

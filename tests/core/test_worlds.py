@@ -194,6 +194,31 @@ def test_worlds_broken_tasks_never_pass_and_change_nothing_else():
         WorldSimulator(config, broken=1.0)
 
 
+def test_worlds_outage_zeroes_the_down_environments_over_its_steps_only():
+    config = replace(SMALL, n_envs=8, drift=0.0)
+    sim = WorldSimulator(config, seed=4, outage=0.25, outage_step=3, outage_steps=2)
+    plain = WorldSimulator(config, seed=4)
+    down = sim.outage_tasks
+    env_of = sim._task_env[sim._train_rows]
+    assert len(np.unique(env_of[down])) == 2  # round(0.25 x 8) environments, every training task of theirs
+    np.testing.assert_array_equal(down, np.isin(env_of, np.unique(env_of[down])))
+    ids, p_plain = np.asarray(sim.task_ids), plain.success_probability()
+    for step in range(1, 7):  # the coming step is steps_done + 1; down over steps 3 and 4
+        p = sim.success_probability()
+        assert sim.in_outage() == (step in (3, 4))
+        np.testing.assert_array_equal(p[~down], p_plain[~down])
+        np.testing.assert_array_equal(p[down], 0.0 if step in (3, 4) else p_plain[down])
+        rewards = sim.rollout(pd.DataFrame({"task_id": ids[down]}), step=step)["reward"]
+        assert (rewards == 0).all() == (step in (3, 4))  # binary or graded, not one check passes while down
+        assert sim.heldout_score() == plain.heldout_score()  # the policy is untouched
+        sim.drift()
+        plain.drift()
+    assert sim.outage_end == 5
+    pd.testing.assert_frame_equal(sim.catalog_frame(), plain.catalog_frame())  # nothing marks them
+    with pytest.raises(ValueError, match="outage_steps=0"):
+        WorldSimulator(config, outage=0.5, outage_steps=0)
+
+
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     plain = Regime("t", "test", SMALL).world(5)
     same = WorldSimulator(SMALL, seed=5)
