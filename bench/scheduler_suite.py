@@ -14,7 +14,7 @@ B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regim
 or environment updates, a scrambled catalogue with coin-flip verifiers, three environments, multi-step
 tasks, noisy verifiers, broken environments, uneven environment sizes, environments added mid-campaign,
 environment ids that name benchmarks or single tasks, environments held out whole, tasks that never pass,
-environment outages).
+environment outages, copied tasks).
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
 (DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
 first K steps before the next one is selected.
@@ -27,7 +27,8 @@ per batch, over the horizon); exploitation hit rate at steps 1 and 7; the held-o
 attack worlds with flaky verifiers (or broken ones, which never pass), the share of each batch spent on them; where environments join late
 (`late-envs`: every scheduler rebuilt from the campaign's history then), the share of each batch in them over
 the 10 steps from the one they join at; where some environments go down (`outage`), the share of each batch in
-them over the 10 steps from the outage's first and from the step they are back. The best scheduler of a regime has
+them over the 10 steps from the outage's first and from the step they are back; where tasks are copies of others
+(`duplicates`), the share of each batch whose original is already in it. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
 the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
 same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
@@ -133,17 +134,22 @@ def scheduler_for(world: World, name: str, run_seed: int, catalog: TaskCatalog |
 
 
 def run_scheduler(
-    world: World, name: str, horizon: int, observe_lag: int, sync_warmup: int, watch: dict[str, set[str]]
+    world: World,
+    name: str,
+    horizon: int,
+    observe_lag: int,
+    sync_warmup: int,
+    watch: dict[str, Callable[[pd.DataFrame], float]],
 ) -> tuple[pd.DataFrame, dict[str, list[float]]]:
-    """One campaign of scheduler ``name`` on ``world``: its metrics and, per ``watch`` entry, the share of each
-    step's batch among those task ids. Where environments join the catalogue late (`late_envs`), the scheduler
+    """One campaign of scheduler ``name`` on ``world``: its metrics and, per ``watch`` entry, its measure of each
+    step's batch (e.g. the share among some task ids, ``share_in``). Where environments join the catalogue late (`late_envs`), the scheduler
     starts over the tasks there at step 1 and is rebuilt over the whole catalogue from the campaign's history
     at `late_step`, as a pipeline does after a pool refresh."""
     picks: dict[str, list[float]] = {label: [] for label in watch}
 
     def watched(sched):
-        for label, ids in watch.items():
-            sched = watch_picks(sched, ids, picks[label])
+        for label, measure in watch.items():
+            sched = watch_picks(sched, measure, picks[label])
         return sched
 
     if world.first_catalog is None:
@@ -169,15 +175,42 @@ def run_scheduler(
     return metrics, picks
 
 
-# Tasks whose share of each batch the suite reports: label -> (the world's oracle mask, the table's column, the
-# steps that count: every step, or the 10 from the world's attribute on). A world without the mask (or with none
-# or all of its tasks in it) reports none. Late tasks count from joining; outage tasks while down and once back.
+def share_in(ids: set[str]) -> Callable[[pd.DataFrame], float]:
+    """A batch measure: the share of the batch among ``ids``."""
+    return lambda batch: float(batch["task_id"].astype(str).isin(ids).mean())
+
+
+def share_of(mask: str):
+    """For a world, the share of a batch among the tasks of its oracle mask ``mask``; None where the world has
+    no such mask, or none or all of its tasks in it."""
+
+    def measure(sim, ids: np.ndarray):
+        chosen = np.asarray(getattr(sim, mask, []), dtype=bool)
+        return share_in(set(ids[chosen])) if 0 < chosen.sum() < len(ids) else None
+
+    return measure
+
+
+def repeats(sim, ids: np.ndarray):
+    """For a world of copied tasks (`duplicates`), the share of a batch's tasks that copy, or are copied by, one
+    picked before them in the batch (1 - distinct originals / batch size); None in other worlds."""
+    templates = getattr(sim, "templates", None)
+    if templates is None or (templates == np.arange(len(ids))).all():
+        return None
+    template_of = dict(zip(ids, templates, strict=True))
+    return lambda batch: 1.0 - batch["task_id"].astype(str).map(template_of).nunique() / max(len(batch), 1)
+
+
+# What the suite reports of each batch beyond the metrics: label -> (the table's column, the measure for a world,
+# the steps that count: every step, or the 10 from the step the world's attribute names). Late tasks count from
+# joining; outage tasks while down and once back.
 WATCHED = {
-    "flaky": ("flaky_tasks", "flaky picks", None),
-    "broken": ("broken_tasks", "broken picks", None),
-    "late": ("late_tasks", "new-env picks", "late_step"),
-    "down": ("outage_tasks", "picks while down", "outage_step"),
-    "back": ("outage_tasks", "picks once back", "outage_end"),
+    "flaky": ("flaky picks", share_of("flaky_tasks"), None),
+    "broken": ("broken picks", share_of("broken_tasks"), None),
+    "late": ("new-env picks", share_of("late_tasks"), "late_step"),
+    "down": ("picks while down", share_of("outage_tasks"), "outage_step"),
+    "back": ("picks once back", share_of("outage_tasks"), "outage_end"),
+    "repeats": ("repeat picks", repeats, None),
 }
 
 
@@ -196,16 +229,14 @@ def run_world(
     out: dict[str, dict] = {}
     runs: dict[str, pd.DataFrame] = {}
     ids = np.asarray(world.sim.task_ids)
-    masks = {
-        label: np.asarray(getattr(world.sim, mask, []), dtype=bool) for label, (mask, _, _) in WATCHED.items()
-    }
-    watch = {label: set(ids[mask]) if 0 < mask.sum() < len(ids) else set() for label, mask in masks.items()}
+    measures = {label: measure(world.sim, ids) for label, (_, measure, _) in WATCHED.items()}
+    watch = {label: measure for label, measure in measures.items() if measure is not None}
     window = {label: counted_steps(world.sim, first) for label, (_, _, first) in WATCHED.items()}
     shares: dict[str, dict[str, float]] = {}
     for name in names:
         runs[name], picks = run_scheduler(world, name, horizon, observe_lag, sync_warmup, watch)
         shares[name] = {
-            label: float(np.mean(picks[label][window[label]])) if watch[label] else float("nan")
+            label: float(np.mean(picks[label][window[label]])) if label in watch else float("nan")
             for label in WATCHED
         }
     target = float(runs["random"]["heldout"].iloc[target_step - 1])
@@ -230,16 +261,14 @@ def run_world(
     return out
 
 
-def watch_picks(sched, ids: set[str], picks: list[float]):
-    """``sched``, its ``select`` wrapped to append to ``picks``, per step, the share of the batch among ``ids``
-    (e.g. the flaky tasks of an attack world); unchanged when ``ids`` is empty."""
-    if not ids:
-        return sched
+def watch_picks(sched, measure: Callable[[pd.DataFrame], float], values: list[float]):
+    """``sched``, its ``select`` wrapped to append to ``values``, per step, ``measure`` of the batch (e.g. the share
+    of the flaky tasks of an attack world)."""
     select = sched.select
 
     def recorded(step: int) -> pd.DataFrame:
         batch = select(step)
-        picks.append(float(batch["task_id"].astype(str).isin(ids).mean()))
+        values.append(measure(batch))
         return batch
 
     sched.select = recorded
@@ -269,7 +298,7 @@ def regime_table(per_world: list[dict[str, dict]], names: list[str]) -> pd.DataF
                 "final held-out": round(float(np.mean(col["final"])), 3),
                 **{
                     column: round(float(np.mean(col[label])), 3)
-                    for label, (_, column, _) in WATCHED.items()
+                    for label, (column, _, _) in WATCHED.items()
                     if not np.isnan(col[label]).all()
                 },
             }

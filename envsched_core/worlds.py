@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Eleven mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Twelve mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -31,6 +31,10 @@ Eleven mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simula
   scores 0, as a runner that scores a crashed sandbox 0 reports it, then they come back as they were. The policy is
   not touched (held-out scores stay true); all-zero groups teach nothing, so the outage only costs what is rolled
   out in it and what a scheduler believes afterwards.
+* copied tasks (`duplicates`): a share of the training tasks are copies of another training task of their environment
+  (a template filled in again, a task scraped twice): the same tools, difficulty and skills, the task's own skill
+  included, so training either trains both; the embedding a near copy, the text drawn again. A batch that holds a
+  task twice holds fewer distinct tasks than it seems.
 * multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
   fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
   the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
@@ -72,7 +76,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .simulator import SimConfig, Simulator
+from .simulator import SimConfig, Simulator, _position_in_env
 
 SCRAMBLED_COLUMNS = (
     "text",
@@ -113,6 +117,7 @@ class WorldSimulator(Simulator):
         outage: float = 0.0,
         outage_step: int = 11,
         outage_steps: int = 10,
+        duplicates: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -135,6 +140,8 @@ class WorldSimulator(Simulator):
                 f"WorldSimulator: outage={outage} must be in [0, 1], outage_step={outage_step} and "
                 f"outage_steps={outage_steps} >= 1."
             )
+        if not 0.0 <= duplicates < 1.0:
+            raise ValueError(f"WorldSimulator: duplicates={duplicates} must be in [0, 1).")
         if not 0.0 <= unseen_envs < 1.0:
             raise ValueError(f"WorldSimulator: unseen_envs={unseen_envs} must be in [0, 1).")
         if not 0.0 <= late_envs < 1.0 or late_step < 2:
@@ -147,6 +154,8 @@ class WorldSimulator(Simulator):
             )
         if not 0.0 <= noise < 0.5:
             raise ValueError(f"WorldSimulator: noise={noise} must be in [0, 0.5).")
+        if duplicates and unseen_envs:
+            raise ValueError("WorldSimulator: duplicates and unseen_envs do not combine.")
         if chain and (flaky or flaky_envs or noise or broken or outage):
             raise ValueError(
                 "WorldSimulator: chain tasks do not combine with flaky, broken or noisy verifiers or outages."
@@ -159,6 +168,7 @@ class WorldSimulator(Simulator):
         self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         self.outage, self.outage_step, self.outage_steps = float(outage), int(outage_step), int(outage_steps)
+        self.duplicates = float(duplicates)
         super().__init__(config, seed)
         if unseen_envs > 0:
             self._hold_out_environments(unseen_envs)
@@ -190,9 +200,39 @@ class WorldSimulator(Simulator):
 
     def _build_world(self, rng: np.random.Generator) -> None:
         super()._build_world(rng)
+        self._template = np.arange(self.n_train)  # per training task, the task it is a copy of (itself)
+        if self.duplicates > 0:
+            self._copy_tasks()
         self._difficulty0 = self._difficulty  # before any shift; `_difficulty` is replaced, never edited
         self._calls = np.maximum(self._gold_calls, 1)  # the steps of a multi-step (chain) task
         self._call_offset = -np.log(2.0 ** (1.0 / self._calls) - 1.0)  # logit(2^(-1/n)): q^n = 1/2 at z = 0
+
+    def _copy_tasks(self) -> None:
+        """Make a share ``duplicates`` of the training tasks copies of another training task of their environment
+        (uniform over its originals; the first task of an environment is always an original): the same tools,
+        gold calls, turns, difficulty and skills, the task skill included, so training a copy trains its original;
+        the embedding a near copy (cosine ~0.995) and the text re-drawn as for any task of those tools. Drawn
+        from a stream of their own; held-out tasks are never copies."""
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 11]))
+        rows = self._train_rows
+        env = self._task_env[rows]
+        copy = (rng.random(self.n_train) < self.duplicates) & (_position_in_env(env) > 0)
+        originals = np.flatnonzero(~copy)
+        for e in np.unique(env[copy]):  # a loop over environments: a few thousand at most
+            mine = np.flatnonzero(copy & (env == e))
+            self._template[mine] = rng.choice(originals[env[originals] == e], size=len(mine))
+        src, dst = rows[self._template[copy]], rows[copy]
+        for name in ("_task_types", "_gold_calls", "_turns", "_difficulty", "_load_idx", "_load_w"):
+            getattr(self, name)[dst] = getattr(self, name)[src]
+        emb = self._embedding[self._template[copy]]
+        emb = emb + 0.1 * rng.normal(size=emb.shape) / np.sqrt(emb.shape[1])
+        self._embedding[copy] = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+
+    @property
+    def templates(self) -> np.ndarray:
+        """Per training task (catalogue order), the position of the task it is a copy of (itself for an
+        original; oracle, for metrics and tests)."""
+        return self._template
 
     def _set_steps_done(self, steps: int) -> None:
         """Steps completed since reset, and the difficulties they imply (shifted from `shift_step` on)."""
@@ -429,6 +469,8 @@ class Regime:
     """Share of environments whose every rollout scores 0 over ``outage_steps`` steps from step 11 (sandboxes down);
     see `WorldSimulator`."""
     outage_steps: int = 10
+    duplicates: float = 0.0
+    """Share of training tasks that are copies of another task of their environment; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -457,6 +499,7 @@ class Regime:
             "unseen_envs": self.unseen_envs,
             "broken": self.broken,
             "outage": self.outage,
+            "duplicates": self.duplicates,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -665,6 +708,14 @@ STRESS_REGIMES: dict[str, Regime] = {
             BASE,
             outage=1.0,
             outage_steps=3,
+            tags=("shared",),
+        ),
+        Regime(
+            "duplicates",
+            "half the training tasks are copies of another task of their environment (a template filled in "
+            "again): the same skills and difficulty, a near-copy embedding; a batch can hold one task twice",
+            BASE,
+            duplicates=0.5,
             tags=("shared",),
         ),
         Regime(

@@ -1,13 +1,14 @@
 """The suite's campaign on a world whose environments join late: started over the first pool, rebuilt at the
-join step from the campaign's history; the shares of watched tasks it reports (bench/scheduler_suite.py)."""
+join step from the campaign's history; what it reports of each batch in attack worlds (bench/scheduler_suite.py)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
-from bench.scheduler_suite import counted_steps, make_world, run_scheduler, run_world
+from bench.scheduler_suite import counted_steps, make_world, repeats, run_scheduler, run_world, share_in
 from envsched_core.worlds import ALL_REGIMES
 
 LATE = replace(
@@ -23,7 +24,7 @@ def test_a_late_world_starts_over_the_first_pool_and_picks_the_new_environments_
     late_ids = set(np.asarray(world.sim.task_ids)[world.sim.late_tasks])
     assert len(world.first_catalog) == len(world.catalog) - len(late_ids) > 0
     for name in ("random", "dps", "envsched"):
-        metrics, picks = run_scheduler(world, name, 8, 0, 0, {"late": late_ids})
+        metrics, picks = run_scheduler(world, name, 8, 0, 0, {"late": share_in(late_ids)})
         assert picks["late"][:3] == [0.0, 0.0, 0.0]  # steps 1-3: not in the pool
         assert sum(picks["late"][3:]) > 0 and len(metrics) == 8  # rebuilt over the whole catalogue at step 4
     per_world = run_world(world, ["random", "envsched"], horizon=8, target_step=6)
@@ -44,9 +45,24 @@ def test_outage_picks_count_while_down_and_once_back_and_not_where_every_environ
     per_world = run_world(world, ["random", "envsched"], horizon=14, target_step=7)
     down_ids = set(np.asarray(world.sim.task_ids)[world.sim.outage_tasks])
     for name in ("random", "envsched"):
-        _, picks = run_scheduler(world, name, 14, 0, 0, {"down": down_ids})  # the same campaign again
+        _, picks = run_scheduler(
+            world, name, 14, 0, 0, {"down": share_in(down_ids)}
+        )  # the same campaign again
         assert per_world[name]["down"] == np.mean(picks["down"][10:14])  # steps 11-14 of the 14 run
         assert per_world[name]["back"] == np.mean(picks["down"][12:14])
         assert np.isnan(per_world[name]["broken"])  # a world without the mask reports none
     everything = run_world(make_world(small("outage-all"), 1, True), ["random"], horizon=14, target_step=7)
     assert np.isnan(everything["random"]["down"])  # every task down: a share of 1 says nothing
+
+
+def test_repeat_picks_count_the_tasks_whose_original_is_already_in_the_batch():
+    world = make_world(small("duplicates"), seed=2, quick=True)
+    ids, templates = np.asarray(world.sim.task_ids), world.sim.templates
+    copy = np.flatnonzero(templates != np.arange(len(ids)))[:3]
+    measure = repeats(world.sim, ids)
+    batch = pd.DataFrame({"task_id": [*ids[copy], *ids[templates[copy]]]})  # three copies and their originals
+    assert measure(batch) == 1.0 - len(set(templates[copy])) / 6
+    assert measure(batch.head(3)) == 1.0 - len(set(templates[copy])) / 3
+    assert repeats(make_world(small("default"), 2, True).sim, ids) is None  # no copies: not reported
+    per_world = run_world(world, ["random", "envsched"], horizon=8, target_step=4)
+    assert 0 <= per_world["envsched"]["repeats"] <= 1 and np.isnan(per_world["envsched"]["down"])

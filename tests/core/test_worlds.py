@@ -219,6 +219,34 @@ def test_worlds_outage_zeroes_the_down_environments_over_its_steps_only():
         WorldSimulator(config, outage=0.5, outage_steps=0)
 
 
+def test_worlds_copied_tasks_are_their_originals_in_all_but_name_and_text():
+    config = replace(SMALL, n_envs=8, drift=0.0)
+    sim, plain = WorldSimulator(config, seed=4, duplicates=0.5), WorldSimulator(config, seed=4)
+    template = sim.templates
+    copy = template != np.arange(len(template))
+    env = plain.catalog_frame()["env_id"].to_numpy()
+    assert 0.3 < copy.mean() < 0.6 and (env[template] == env).all()  # a copy's original is in its environment
+    assert not copy[template].any()  # an original is no copy
+    p, p_plain = sim.success_probability(), plain.success_probability()
+    np.testing.assert_array_equal(p[~copy], p_plain[~copy])  # originals and held-out tasks unchanged
+    np.testing.assert_array_equal(p, p[template])
+    assert sim.heldout_score() == plain.heldout_score()
+    frame = sim.catalog_frame()
+    for column in ("tools", "gold_calls", "turns", "verifier"):
+        assert (
+            frame[column].iloc[np.flatnonzero(copy)].tolist() == frame[column].iloc[template[copy]].tolist()
+        )
+    emb = np.stack(frame["embedding"])
+    assert (np.sum(emb[copy] * emb[template[copy]], axis=1) > 0.98).all()  # near copies
+    ids = np.asarray(sim.task_ids)
+    first = np.flatnonzero(copy)[0]
+    sim.train(sim.rollout(pd.DataFrame({"task_id": ids[[first] * 20]}), step=1), max_groups=20)
+    moved = sim.success_probability() - p
+    assert moved[first] != 0 and moved[template[first]] == moved[first]  # training a copy trains its original
+    with pytest.raises(ValueError, match="duplicates=1.0"):
+        WorldSimulator(config, duplicates=1.0)
+
+
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     plain = Regime("t", "test", SMALL).world(5)
     same = WorldSimulator(SMALL, seed=5)
