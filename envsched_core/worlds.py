@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Twelve mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Thirteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -31,6 +31,12 @@ Twelve mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simula
   scores 0, as a runner that scores a crashed sandbox 0 reports it, then they come back as they were. The policy is
   not touched (held-out scores stay true); all-zero groups teach nothing, so the outage only costs what is rolled
   out in it and what a scheduler believes afterwards.
+* judged environments (`judged`): every training task of that share of the environments (at least one) is scored by
+  a judge that does not look at what the policy did: a fixed level q_i ~ U(0.3, 0.7) plus N(0, 0.02^2) per rollout,
+  clipped to [0, 1] (a reward model or LLM judge that scores every answer about the same). Every group has some
+  spread, so a scheduler that reads "mixed" from any spread takes them for the most informative tasks; the policy
+  gradient is zero in expectation, so, as for flaky verifiers, a trained group pushes its skills by its (tiny)
+  usual size times N(0, 1) noise. They count as flaky tasks (`flaky_tasks`), and as `judged_tasks`.
 * copied tasks (`duplicates`): a share of the training tasks are copies of another training task of their environment
   (a template filled in again, a task scraped twice): the same tools, difficulty and skills, the task's own skill
   included, so training either trains both; the embedding a near copy, the text drawn again. A batch that holds a
@@ -78,6 +84,8 @@ import pandas as pd
 
 from .simulator import SimConfig, Simulator, _position_in_env
 
+JUDGE_SD = 0.02  # the spread of a `judged` environment's score between rollouts of one task
+
 SCRAMBLED_COLUMNS = (
     "text",
     "tools",
@@ -118,6 +126,7 @@ class WorldSimulator(Simulator):
         outage_step: int = 11,
         outage_steps: int = 10,
         duplicates: float = 0.0,
+        judged: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -140,6 +149,8 @@ class WorldSimulator(Simulator):
                 f"WorldSimulator: outage={outage} must be in [0, 1], outage_step={outage_step} and "
                 f"outage_steps={outage_steps} >= 1."
             )
+        if not 0.0 <= judged < 1.0:
+            raise ValueError(f"WorldSimulator: judged={judged} must be in [0, 1).")
         if not 0.0 <= duplicates < 1.0:
             raise ValueError(f"WorldSimulator: duplicates={duplicates} must be in [0, 1).")
         if not 0.0 <= unseen_envs < 1.0:
@@ -156,14 +167,15 @@ class WorldSimulator(Simulator):
             raise ValueError(f"WorldSimulator: noise={noise} must be in [0, 0.5).")
         if duplicates and unseen_envs:
             raise ValueError("WorldSimulator: duplicates and unseen_envs do not combine.")
-        if chain and (flaky or flaky_envs or noise or broken or outage):
+        if chain and (flaky or flaky_envs or noise or broken or outage or judged):
             raise ValueError(
-                "WorldSimulator: chain tasks do not combine with flaky, broken or noisy verifiers or outages."
+                "WorldSimulator: chain tasks do not combine with flaky, broken, noisy or judged verifiers or outages."
             )
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
         self.flaky_envs, self.broken = float(flaky_envs), float(broken)
-        self._has_flaky = self.flaky > 0 or self.flaky_envs > 0
+        self.judged = float(judged)
+        self._has_flaky = self.flaky > 0 or self.flaky_envs > 0 or self.judged > 0
         self.late_envs, self.late_step = float(late_envs), int(late_step)
         self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
@@ -179,6 +191,9 @@ class WorldSimulator(Simulator):
         self._flaky[self._train_rows] = rng.random(self.n_train) < self.flaky
         self._flaky_rate = rng.uniform(0.3, 0.7, n_all)
         self._flaky[self._train_rows] |= self._whole_environments(self.flaky_envs, stream=5)
+        self._judged = np.zeros(n_all, dtype=bool)  # policy-blind too, their spread a judge's jitter
+        self._judged[self._train_rows] = self._whole_environments(self.judged, stream=12)
+        self._flaky |= self._judged
         self._late = self._whole_environments(self.late_envs, stream=7)  # they join the pool at late_step
         self._broken = np.zeros(n_all, dtype=bool)
         self._broken[self._train_rows] = (
@@ -356,18 +371,33 @@ class WorldSimulator(Simulator):
         return mean, np.maximum((prob * r * r).sum(axis=1) - mean**2, 0.0)
 
     def expected_variance(self) -> np.ndarray:
+        g = self.config.group_size
         if self.chain:
-            g = self.config.group_size
             return self._chain_moments(self._train_rows)[1] * (g - 1) / g
         if self.noise:  # each check reads its flipped value with probability noise
-            return self._group_variance(self.noise + (1 - 2 * self.noise) * self._success(self._train_rows))
-        return super().expected_variance()
+            variance = self._group_variance(
+                self.noise + (1 - 2 * self.noise) * self._success(self._train_rows)
+            )
+        else:
+            variance = super().expected_variance()
+        if self.judged:
+            variance = np.where(self._judged[self._train_rows], JUDGE_SD**2 * (g - 1) / g, variance)
+        return variance
 
     def _draw_rewards(self, rows: np.ndarray) -> np.ndarray:
         if self.chain:
             return self._chain_rewards(rows)
         reward = super()._draw_rewards(rows)
-        return self._misread(rows, reward) if self.noise else reward
+        reward = self._misread(rows, reward) if self.noise else reward
+        if not self.judged:
+            return reward
+        jitter = self._flaky_rate[rows][:, None] + JUDGE_SD * self.rng.normal(size=reward.shape)
+        return np.where(self._judged[rows][:, None], np.clip(jitter, 0.0, 1.0), reward)
+
+    @property
+    def judged_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of those scored by the policy-blind judge (oracle)."""
+        return self._judged[self._train_rows]
 
     def _chain_rewards(self, rows: np.ndarray) -> np.ndarray:
         g, q, n = self.config.group_size, self._call_success(rows), self._calls[rows]
@@ -471,6 +501,8 @@ class Regime:
     outage_steps: int = 10
     duplicates: float = 0.0
     """Share of training tasks that are copies of another task of their environment; see `WorldSimulator`."""
+    judged: float = 0.0
+    """Share of environments scored by a judge blind to the policy, with a small spread; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -500,6 +532,7 @@ class Regime:
             "broken": self.broken,
             "outage": self.outage,
             "duplicates": self.duplicates,
+            "judged": self.judged,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -716,6 +749,14 @@ STRESS_REGIMES: dict[str, Regime] = {
             "again): the same skills and difficulty, a near-copy embedding; a batch can hold one task twice",
             BASE,
             duplicates=0.5,
+            tags=("shared",),
+        ),
+        Regime(
+            "judged",
+            "a fifth of the environments are scored by a judge blind to the policy: each task a fixed score "
+            "q ~ U(0.3, 0.7) plus N(0, 0.02^2) per rollout, so every group shows a little spread and teaches nothing",
+            BASE,
+            judged=0.2,
             tags=("shared",),
         ),
         Regime(

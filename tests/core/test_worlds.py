@@ -247,6 +247,31 @@ def test_worlds_copied_tasks_are_their_originals_in_all_but_name_and_text():
         WorldSimulator(config, duplicates=1.0)
 
 
+def test_worlds_judged_environments_score_a_fixed_level_with_a_small_spread_whatever_the_policy():
+    config = replace(SMALL, n_envs=10, drift=0.0, group_size=400)
+    sim, plain = WorldSimulator(config, seed=4, judged=0.2), WorldSimulator(config, seed=4)
+    judged = sim.judged_tasks
+    env_of = sim._task_env[sim._train_rows]
+    assert len(np.unique(env_of[judged])) == 2  # round(0.2 x 10) environments, every training task of theirs
+    assert (sim.flaky_tasks == judged).all()  # policy-blind, as flaky verifiers are
+    p = sim.success_probability()
+    assert ((p[judged] >= 0.3) & (p[judged] <= 0.7)).all()
+    np.testing.assert_array_equal(p[~judged], plain.success_probability()[~judged])
+    np.testing.assert_allclose(sim.expected_variance()[judged], 0.02**2 * 399 / 400)
+    ids = np.asarray(sim.task_ids)
+    rewards = (
+        sim.rollout(pd.DataFrame({"task_id": ids[judged]}), step=1)["reward"].to_numpy().reshape(-1, 400)
+    )
+    np.testing.assert_allclose(rewards.mean(axis=1), p[judged], atol=0.005)
+    np.testing.assert_allclose(rewards.std(axis=1), 0.02, rtol=0.15)  # a little spread in every group
+    before = sim.heldout_score()
+    sim.train(sim.rollout(pd.DataFrame({"task_id": ids[judged]}), step=1), max_groups=int(judged.sum()))
+    assert abs(sim.heldout_score() - before) < 1e-3  # their groups push by noise the size of their spread
+    assert sim.heldout_score() != before
+    with pytest.raises(ValueError, match="judged=1.0"):
+        WorldSimulator(config, judged=1.0)
+
+
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     plain = Regime("t", "test", SMALL).world(5)
     same = WorldSimulator(SMALL, seed=5)
@@ -319,7 +344,7 @@ def test_worlds_chain_tasks_stop_at_their_first_failing_call():
     assert np.abs(rewards.mean(axis=1) - mean).max() < 0.04
     assert np.abs(rewards.var(axis=1) - var).max() < 0.03
     np.testing.assert_allclose(sim.success_probability(), mean)  # the expected reward under the verifier
-    with pytest.raises(ValueError, match="do not combine with flaky, broken or noisy"):
+    with pytest.raises(ValueError, match="do not combine with flaky, broken, noisy"):
         WorldSimulator(SMALL, chain=True, flaky=0.1)
 
 
