@@ -215,7 +215,6 @@ class WorldSimulator(Simulator):
 
     def _build_world(self, rng: np.random.Generator) -> None:
         super()._build_world(rng)
-        self._template = np.arange(self.n_train)  # per training task, the task it is a copy of (itself)
         if self.duplicates > 0:
             self._copy_tasks()
         self._difficulty0 = self._difficulty  # before any shift; `_difficulty` is replaced, never edited
@@ -229,6 +228,7 @@ class WorldSimulator(Simulator):
         the embedding a near copy (cosine ~0.995) and the text re-drawn as for any task of those tools. Drawn
         from a stream of their own; held-out tasks are never copies."""
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 11]))
+        self._template = np.arange(self.n_train)  # per training task, the task it is a copy of (itself)
         rows = self._train_rows
         env = self._task_env[rows]
         copy = (rng.random(self.n_train) < self.duplicates) & (_position_in_env(env) > 0)
@@ -247,7 +247,7 @@ class WorldSimulator(Simulator):
     def templates(self) -> np.ndarray:
         """Per training task (catalogue order), the position of the task it is a copy of (itself for an
         original; oracle, for metrics and tests)."""
-        return self._template
+        return self._template if self.duplicates > 0 else np.arange(self.n_train)
 
     def _set_steps_done(self, steps: int) -> None:
         """Steps completed since reset, and the difficulties they imply (shifted from `shift_step` on)."""
@@ -380,8 +380,11 @@ class WorldSimulator(Simulator):
             )
         else:
             variance = super().expected_variance()
-        if self.judged:
-            variance = np.where(self._judged[self._train_rows], JUDGE_SD**2 * (g - 1) / g, variance)
+        if (
+            self.judged
+        ):  # a judged task scores its level with the judge's spread (nothing while down or broken)
+            judging = self._judged[self._train_rows] & (self._success(self._train_rows) > 0)
+            variance = np.where(judging, JUDGE_SD**2 * (g - 1) / g, variance)
         return variance
 
     def _draw_rewards(self, rows: np.ndarray) -> np.ndarray:
@@ -391,8 +394,10 @@ class WorldSimulator(Simulator):
         reward = self._misread(rows, reward) if self.noise else reward
         if not self.judged:
             return reward
-        jitter = self._flaky_rate[rows][:, None] + JUDGE_SD * self.rng.normal(size=reward.shape)
-        return np.where(self._judged[rows][:, None], np.clip(jitter, 0.0, 1.0), reward)
+        level = self._success(rows)  # the judge's level; 0 while down or broken, where no rollout scores
+        jitter = level[:, None] + JUDGE_SD * self.rng.normal(size=reward.shape)
+        judging = (self._judged[rows] & (level > 0))[:, None]
+        return np.where(judging, np.clip(jitter, 0.0, 1.0), reward)
 
     @property
     def judged_tasks(self) -> np.ndarray:

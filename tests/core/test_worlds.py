@@ -243,6 +243,8 @@ def test_worlds_copied_tasks_are_their_originals_in_all_but_name_and_text():
     sim.train(sim.rollout(pd.DataFrame({"task_id": ids[[first] * 20]}), step=1), max_groups=20)
     moved = sim.success_probability() - p
     assert moved[first] != 0 and moved[template[first]] == moved[first]  # training a copy trains its original
+    unseen = WorldSimulator(config, seed=4, unseen_envs=0.25)  # fewer training tasks: every task its own
+    np.testing.assert_array_equal(unseen.templates, np.arange(unseen.n_train))
     with pytest.raises(ValueError, match="duplicates=1.0"):
         WorldSimulator(config, duplicates=1.0)
 
@@ -268,6 +270,9 @@ def test_worlds_judged_environments_score_a_fixed_level_with_a_small_spread_what
     sim.train(sim.rollout(pd.DataFrame({"task_id": ids[judged]}), step=1), max_groups=int(judged.sum()))
     assert abs(sim.heldout_score() - before) < 1e-3  # their groups push by noise the size of their spread
     assert sim.heldout_score() != before
+    down = WorldSimulator(config, seed=4, judged=0.2, outage=1.0, outage_step=1)  # a judge's sandbox down too
+    assert (down.rollout(pd.DataFrame({"task_id": ids[judged]}), step=1)["reward"] == 0).all()
+    assert (down.expected_variance()[judged] == 0).all()
     with pytest.raises(ValueError, match="judged=1.0"):
         WorldSimulator(config, judged=1.0)
 
