@@ -9,7 +9,7 @@ the paper's Table 2 regime, binary vs graded, catalogue size, learning rate / dr
 large vs many small environments, and a scrambled catalogue where embedding and signatures carry no
 information). Each regime is drawn with several *world* seeds (new tasks, skills and catalogue); the
 report seeds (default 100..) are disjoint from the seeds used while tuning (0..4). `--regimes stress` runs
-`envsched_core.worlds.STRESS_REGIMES` instead: held-out variations never used for tuning (G = 4 and 16,
+`envsched_core.worlds.STRESS_REGIMES` instead: held-out variations never used for tuning (G = 2, 4 and 16,
 B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regime with G = 4, B = 64
 or environment updates, a scrambled catalogue with coin-flip verifiers, three environments, multi-step
 tasks, noisy verifiers, broken environments, uneven environment sizes, environments added mid-campaign,

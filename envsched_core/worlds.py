@@ -659,6 +659,12 @@ STRESS_REGIMES: dict[str, Regime] = {
         ),
         Regime("g16", "base world with G = 16", replace(BASE, group_size=16), tags=("shared",)),
         Regime(
+            "g2",
+            "base world with G = 2: a group is mixed only when its two rollouts differ",
+            replace(BASE, group_size=2),
+            tags=("shared",),
+        ),
+        Regime(
             "b128",
             "base world with B = 128 (9% of the catalogue per step)",
             BASE,
