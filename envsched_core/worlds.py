@@ -380,9 +380,8 @@ class WorldSimulator(Simulator):
             )
         else:
             variance = super().expected_variance()
-        if (
-            self.judged
-        ):  # a judged task scores its level with the judge's spread (nothing while down or broken)
+        # a judged task scores its level with the judge's spread (nothing while down or broken)
+        if self.judged:
             judging = self._judged[self._train_rows] & (self._success(self._train_rows) > 0)
             variance = np.where(judging, JUDGE_SD**2 * (g - 1) / g, variance)
         return variance
@@ -504,6 +503,7 @@ class Regime:
     """Share of environments whose every rollout scores 0 over ``outage_steps`` steps from step 11 (sandboxes down);
     see `WorldSimulator`."""
     outage_steps: int = 10
+    """How many steps the outage lasts; see `WorldSimulator`."""
     duplicates: float = 0.0
     """Share of training tasks that are copies of another task of their environment; see `WorldSimulator`."""
     judged: float = 0.0

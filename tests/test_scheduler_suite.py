@@ -45,9 +45,8 @@ def test_outage_picks_count_while_down_and_once_back_and_not_where_every_environ
     per_world = run_world(world, ["random", "envsched"], horizon=14, target_step=7)
     down_ids = set(np.asarray(world.sim.task_ids)[world.sim.outage_tasks])
     for name in ("random", "envsched"):
-        _, picks = run_scheduler(
-            world, name, 14, 0, 0, {"down": share_in(down_ids)}
-        )  # the same campaign again
+        # the same campaign again, its per-step share of the down environments recorded
+        _, picks = run_scheduler(world, name, 14, 0, 0, {"down": share_in(down_ids)})
         assert per_world[name]["down"] == np.mean(picks["down"][10:14])  # steps 11-14 of the 14 run
         assert per_world[name]["back"] == np.mean(picks["down"][12:14])
         assert np.isnan(per_world[name]["broken"])  # a world without the mask reports none
