@@ -246,6 +246,13 @@ class SchedulerConfig:
     B informative groups, as with DAPO's over-sampling, and every rollout counts as spent. Unlike refill rounds
     it needs no second pass and runs with rewards observed late; the TRL / veRL adapters, whose generation batch
     is fixed, refuse it. 0: off (docs/scheduler.md, "Over-sampled first round")."""
+    silence_backoff: int = 30
+    """Steps a task is held back after silent selections: ones whose group never came back (the trainer dropped
+    it: every rollout timed out, the sandbox crashed) while a later step's rewards did. Each silent selection
+    counts as a coverage visit; from the second in a row the task is not selected for silence_backoff steps,
+    doubling with each further one, and any reward of it clears the count. A trainer that scores every rollout
+    never triggers it. 0: off (envsched_core/silence.py; docs/scheduler.md, "Attack: groups that never come
+    back")."""
     pool_factor: int = 4
     """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
 
@@ -350,6 +357,7 @@ class SchedulerConfig:
         )
         need(0.0 <= self.rho_min <= 1.0, f"rho_min={self.rho_min} must be in [0, 1] (capped at rho).")
         need(self.pool_factor >= 1, f"pool_factor={self.pool_factor} must be >= 1.")
+        need(self.silence_backoff >= 0, f"silence_backoff={self.silence_backoff} must be >= 0 (0: off).")
         need(self.refill_rounds >= 0, f"refill_rounds={self.refill_rounds} must be >= 0 (0: one round).")
         need(
             self.oversample_factor >= 0, f"oversample_factor={self.oversample_factor} must be >= 0 (0: off)."

@@ -51,6 +51,7 @@ from .oversample import InformativeShare
 from .predictor import VariancePredictor
 from .progress import LearningProgress
 from .refill import StepRounds
+from .silence import SilentTasks
 from .solvability import TaskSolvability
 from .state_fit import StateMismatch, check_catalog
 from .stats import CORRECT_REWARD, TaskStats, group_outcomes, validate_rollouts
@@ -71,6 +72,7 @@ class Predicted:
     uncertainty: np.ndarray
     variance: np.ndarray | None = None  # the predicted variance where v_hat is horizon-discounted
     transfer: np.ndarray | float = 1.0  # frontier transfer factor; informed coverage weighs v_opt by it
+    blocked: np.ndarray | None = None  # tasks in a back-off after a silent selection (``silence_backoff``)
 
 
 def filling_quota(env_sizes: np.ndarray, batch_size: int) -> int:
@@ -218,6 +220,7 @@ class EnvSched:
         self._cache: tuple | None = None  # (step, v_hat, evidence) of the last prediction
         self.rounds = StepRounds()  # the step being rolled out, for refill rounds (``refill_rounds``)
         self.share = InformativeShare()  # sizes over-sampled first rounds (``oversample_factor``)
+        self.silent = SilentTasks(n_tasks, self.cfg.silence_backoff)  # selections no group came back from
 
     # --- prediction -------------------------------------------------------------------------------
     def _refresh_cross(self) -> None:
@@ -274,6 +277,8 @@ class EnvSched:
         """What selection needs at ``step``, cached until the next observe."""
         if self._cache is None or self._cache[0] != step:
             out = None
+            # a task in its silence back-off is not selected; coverage counts its silent selections as visits
+            blocked, silences = self.silent.blocked(step), self.silent.silences
             if self.outcome is not None:
                 out = self.outcome.predict(step)
                 n = self.stats.n_at(step)
@@ -294,11 +299,21 @@ class EnvSched:
                 if self.solvability is not None:  # so does this
                     solvable = self.solvability.factor(step)
                     value, transfer = value * solvable, transfer * solvable
-                predicted = Predicted(value, evidence, n, out.v_opt, confidence, out.v_hat, transfer)
+                predicted = Predicted(
+                    value,
+                    evidence & ~blocked,
+                    n + silences,
+                    out.v_opt,
+                    confidence,
+                    out.v_hat,
+                    transfer,
+                    blocked,
+                )
             else:
                 c = self.predictor.components(self.stats, step)
                 v_hat, u = self.predictor.fuse(c)
-                predicted = Predicted(v_hat, (c.n + c.N_W + c.N_X) > 0, c.n, None, u)
+                evidence = ((c.n + c.N_W + c.N_X) > 0) & ~blocked
+                predicted = Predicted(v_hat, evidence, c.n + silences, None, u, blocked=blocked)
             self._cache = (step, predicted, out)
         return self._cache[1]
 
@@ -364,9 +379,15 @@ class EnvSched:
                 predicted, room, chosen, cfg.batch_size - len(exploit) - len(coverage)
             )
             coverage = np.concatenate([coverage, rest])
+        if len(exploit) + len(coverage) < cfg.batch_size:  # only tasks in a silence back-off are left
+            rest = self._select_coverage(
+                predicted, room, chosen, cfg.batch_size - len(exploit) - len(coverage), predicted.blocked
+            )
+            coverage = np.concatenate([coverage, rest])
         extra = self._select_oversample(predicted, room, chosen)
         rows = np.concatenate([exploit, coverage, extra])
         self.rounds.start(step, rows)
+        self.silent.selected(step, rows)
         roles = ["exploit"] * len(exploit) + ["coverage"] * len(coverage) + ["oversample"] * len(extra)
         return self._batch_frame(rows, roles, predicted)
 
@@ -411,6 +432,7 @@ class EnvSched:
         room = self.env_quota - np.bincount(env[self.rounds.informative], minlength=self.catalog.n_envs)
         rows = self._next_best(predicted, room, chosen, size)
         self.rounds.add(rows)
+        self.silent.selected(step, rows)
         return self._batch_frame(rows, "oversample", predicted)
 
     def resume_step(self, step: int, task_ids) -> None:
@@ -460,7 +482,7 @@ class EnvSched:
                 out=np.ones(len(self.catalog)),
                 where=predicted.variance > 0,
             )
-        allowed = predicted.v_opt * weight > predicted.v_hat[top].min()
+        allowed = (predicted.v_opt * weight > predicted.v_hat[top].min()) & ~predicted.blocked
         outside = allowed.copy()
         outside[top] = False  # exploitation takes these
         n_coverage = min(cfg.batch_size - n_exploit, int(outside.sum()))
@@ -497,7 +519,7 @@ class EnvSched:
     def _select_coverage(self, predicted: Predicted, room, chosen, slots: int, allowed=None) -> np.ndarray:
         """Greedy under-observation score (plus, when informed, the optimistic predicted variance over its
         maximum); counts include this batch's picks, so the batch spreads out. ``allowed``: the only tasks
-        it may take (None = all)."""
+        it may take (None = all but those in a silence back-off)."""
         if slots <= 0:
             return np.zeros(0, np.int64)
         n = predicted.n
@@ -528,7 +550,9 @@ class EnvSched:
                 + jitter[rows]
             )
 
-        candidates = np.flatnonzero(~chosen if allowed is None else ~chosen & allowed)
+        if allowed is None:
+            allowed = ~predicted.blocked
+        candidates = np.flatnonzero(~chosen & allowed)
         if len(candidates) == 0:
             return np.zeros(0, np.int64)
         full = np.zeros(len(self.catalog))
@@ -597,6 +621,7 @@ class EnvSched:
             if self.learnability is not None:
                 self.learnability.update(rows, part["mean"].to_numpy(), variance)
             self.stats.update(rows, step, variance, part["mean"].to_numpy())
+            self.silent.observed(step, rows)
             self.current_step = max(self.current_step, step)
         if self.outcome is None:
             self.predictor.refit()
@@ -667,6 +692,7 @@ class EnvSched:
             "last_refresh_step": self.last_refresh_step,
             "rounds": self.rounds.state_dict(),
             "share": self.share.state_dict(),
+            "silence": self.silent.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -713,4 +739,8 @@ class EnvSched:
         self.share = InformativeShare()  # absent: saved before over-sampled first rounds existed
         if "share" in state:
             self.share.load_state_dict(state["share"])
+        # absent: saved before silent selections were kept
+        self.silent = SilentTasks(len(self.catalog), self.cfg.silence_backoff)
+        if "silence" in state:
+            self.silent.load_state_dict(state["silence"])
         self._cache = None

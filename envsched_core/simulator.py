@@ -495,7 +495,8 @@ def run_campaign(
     'oversample'. Metrics come from `metrics.batch_metrics`, over the groups trained on: `mean_var` /
     `median_var` / `median_reward` / `zero_var_groups` / `envs` / `tools`; `hit_rate` = share of the
     trained 'exploit' picks whose realised variance is > 0 and at least the 75th percentile of the
-    pool's expected variance (`n_exploit` of them); `rollouts` (every round) and `cum_rollouts`;
+    pool's expected variance (`n_exploit` of them); `rollouts` (every round, G per task handed out, those
+    a runner dropped included) and `cum_rollouts`;
     `trained_groups` = groups that moved the policy (variance > 0); `pool_var` = the pool's mean
     expected variance; `heldout` after the update. The initial held-out score is in
     `frame.attrs["heldout0"]`.
@@ -540,7 +541,9 @@ def run_campaign(
         sim.drift()
         groups = trained_groups(every, rollouts)
         m = batch_metrics(every, rollouts, catalog, reference_variance=expected, groups=groups)
-        cum += len(rollouts)
+        # every group handed out was generated, including those a runner dropped (a `lost` world's)
+        spent = len(every) * sim.config.group_size
+        cum += spent
         rows.append(
             {
                 "step": step,
@@ -553,7 +556,7 @@ def run_campaign(
                 "tools": int(m[TOOLS_PER_BATCH]),
                 "n_exploit": int((groups["trained"] & (groups["role"] == "exploit")).sum()),
                 "hit_rate": m[EXPLOIT_HIT_RATE],
-                "rollouts": len(rollouts),
+                "rollouts": spent,
                 "cum_rollouts": cum,
                 "trained_groups": trained,
                 "pool_var": float(expected.mean()),

@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Thirteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Fourteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -41,6 +41,13 @@ Thirteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simu
   (a template filled in again, a task scraped twice): the same tools, difficulty and skills, the task's own skill
   included, so training either trains both; the embedding a near copy, the text drawn again. A batch that holds a
   task twice holds fewer distinct tasks than it seems.
+* lost groups (`lost`, `lost_envs`): a share of the training tasks, or every training task of a share of the
+  environments, never gets a group back: each rollout hangs past the runner's timeout or errors, and the trainer
+  drops the group instead of scoring it (a runner that skips a crashed sandbox, a trainer's own sample filter).
+  The rollouts were generated and count as spent (`run_campaign` counts every group handed out); the scheduler
+  observes nothing of them and the policy trains on none. Held-out tasks are never lost. `dropped`: the transient
+  kind, each group of any training task dropped with that chance, drawn per (step, task), so a task dropped at one
+  step answers at the next.
 * multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
   fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
   the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
@@ -127,6 +134,9 @@ class WorldSimulator(Simulator):
         outage_steps: int = 10,
         duplicates: float = 0.0,
         judged: float = 0.0,
+        lost: float = 0.0,
+        lost_envs: float = 0.0,
+        dropped: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -151,6 +161,10 @@ class WorldSimulator(Simulator):
             )
         if not 0.0 <= judged < 1.0:
             raise ValueError(f"WorldSimulator: judged={judged} must be in [0, 1).")
+        if not (0.0 <= lost < 1.0 and 0.0 <= lost_envs < 1.0 and 0.0 <= dropped < 1.0):
+            raise ValueError(
+                f"WorldSimulator: lost={lost}, lost_envs={lost_envs} and dropped={dropped} must be in [0, 1)."
+            )
         if not 0.0 <= duplicates < 1.0:
             raise ValueError(f"WorldSimulator: duplicates={duplicates} must be in [0, 1).")
         if not 0.0 <= unseen_envs < 1.0:
@@ -181,6 +195,7 @@ class WorldSimulator(Simulator):
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         self.outage, self.outage_step, self.outage_steps = float(outage), int(outage_step), int(outage_steps)
         self.duplicates = float(duplicates)
+        self.lost, self.lost_envs, self.dropped = float(lost), float(lost_envs), float(dropped)
         super().__init__(config, seed)
         if unseen_envs > 0:
             self._hold_out_environments(unseen_envs)
@@ -201,6 +216,10 @@ class WorldSimulator(Simulator):
         )
         self._down = np.zeros(n_all, dtype=bool)  # training tasks of the environments an outage takes down
         self._down[self._train_rows] = self._whole_environments(self.outage, stream=10)
+        self._lost = np.zeros(n_all, dtype=bool)  # training tasks whose groups never come back
+        self._lost[self._train_rows] = (
+            np.random.default_rng(np.random.SeedSequence([self.seed, 13])).random(self.n_train) < self.lost
+        ) | self._whole_environments(self.lost_envs, stream=14)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
@@ -317,7 +336,17 @@ class WorldSimulator(Simulator):
                     f"WorldSimulator: task(s) {batch['task_id'].to_numpy()[asked][:3].tolist()} join the pool at "
                     f"step {self.late_step}, not before (step {self.steps_done + 1})."
                 )
-        return super().rollout(batch, step)
+        out = super().rollout(batch, step)  # every group drawn, so the reward stream is the same either way
+        if not self._lost.any() and not self.dropped:
+            return out
+        pos = self._rows_of(out["task_id"])
+        gone = self._lost[self._train_rows[pos]]
+        if self.dropped:  # per (step, task), from a stream of its own: the same in every round of a step
+            draw = np.random.default_rng(np.random.SeedSequence([self.seed, 15, int(step)])).random(
+                self.n_train
+            )
+            gone |= draw[pos] < self.dropped
+        return out.loc[~gone].reset_index(drop=True)
 
     @property
     def flaky_tasks(self) -> np.ndarray:
@@ -328,6 +357,11 @@ class WorldSimulator(Simulator):
     def broken_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of those whose verifier never passes (oracle)."""
         return self._broken[self._train_rows]
+
+    @property
+    def lost_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of those whose groups never come back (oracle)."""
+        return self._lost[self._train_rows]
 
     @property
     def outage_tasks(self) -> np.ndarray:
@@ -508,6 +542,12 @@ class Regime:
     """Share of training tasks that are copies of another task of their environment; see `WorldSimulator`."""
     judged: float = 0.0
     """Share of environments scored by a judge blind to the policy, with a small spread; see `WorldSimulator`."""
+    lost: float = 0.0
+    """Share of training tasks whose groups never come back (dropped by the trainer); see `WorldSimulator`."""
+    lost_envs: float = 0.0
+    """Share of environments whose every group never comes back; see `WorldSimulator`."""
+    dropped: float = 0.0
+    """Chance that any one group is dropped (transient: a timeout at one step only); see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -538,6 +578,9 @@ class Regime:
             "outage": self.outage,
             "duplicates": self.duplicates,
             "judged": self.judged,
+            "lost": self.lost,
+            "lost_envs": self.lost_envs,
+            "dropped": self.dropped,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -768,6 +811,30 @@ STRESS_REGIMES: dict[str, Regime] = {
             "q ~ U(0.3, 0.7) plus N(0, 0.02^2) per rollout, so every group shows a little spread and teaches nothing",
             BASE,
             judged=0.2,
+            tags=("shared",),
+        ),
+        Regime(
+            "lost",
+            "a tenth of the training tasks never get a group back (each rollout hangs past the timeout and the "
+            "trainer drops the group): the scheduler observes nothing of them, the rollouts are spent",
+            BASE,
+            lost=0.1,
+            tags=("shared",),
+        ),
+        Regime(
+            "lost-envs",
+            "a tenth of the environments never get a group back (a sandbox image that hangs every rollout; the "
+            "trainer drops the groups)",
+            BASE,
+            lost_envs=0.1,
+            tags=("shared",),
+        ),
+        Regime(
+            "dropped",
+            "each group is dropped with chance 0.1 (a transient timeout: the task answers at another step); the "
+            "cost of a rule against groups that never come back",
+            BASE,
+            dropped=0.1,
             tags=("shared",),
         ),
         Regime(

@@ -5,6 +5,8 @@ import pandas as pd
 import pytest
 
 from envsched_core import SchedulerConfig
+from envsched_core.baselines import DAPOConfig, RandomScheduler
+from envsched_core.simulator import run_campaign
 from envsched_core.worlds import (
     ALL_REGIMES,
     BASE,
@@ -275,6 +277,43 @@ def test_worlds_judged_environments_score_a_fixed_level_with_a_small_spread_what
     assert (down.expected_variance()[judged] == 0).all()
     with pytest.raises(ValueError, match="judged=1.0"):
         WorldSimulator(config, judged=1.0)
+
+
+def test_worlds_lost_groups_never_come_back_and_count_as_spent():
+    config = replace(SMALL, n_envs=10, drift=0.0)
+    plain = WorldSimulator(config, seed=4)
+    ids = np.asarray(plain.task_ids)
+    batch = pd.DataFrame({"task_id": ids})
+    expected = plain.rollout(batch, step=1)
+    for kind in ({"lost": 0.2}, {"lost_envs": 0.2}):
+        sim = WorldSimulator(config, seed=4, **kind)
+        lost = sim.lost_tasks
+        assert 0 < lost.sum() < len(ids)
+        got = sim.rollout(batch, step=1)
+        assert not got["task_id"].isin(ids[lost]).any()
+        # every other group is the plain world's, reward for reward
+        kept = expected[~expected["task_id"].isin(ids[lost])].reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, kept)
+        pd.testing.assert_frame_equal(sim.catalog_frame(), plain.catalog_frame())  # nothing marks them
+    env_of = sim._task_env[sim._train_rows]
+    assert len(np.unique(env_of[sim.lost_tasks])) == 2  # lost_envs: round(0.2 x 10) environments, whole
+    np.testing.assert_array_equal(sim.lost_tasks, np.isin(env_of, np.unique(env_of[sim.lost_tasks])))
+
+    # the transient kind: drawn per (step, task), the same in every round of a step, other tasks untouched
+    sim = WorldSimulator(config, seed=4, dropped=0.3)
+    first, again = sim.rollout(batch, step=1), sim.rollout(batch.iloc[::-1], step=1)
+    assert set(first["task_id"]) == set(again["task_id"])
+    later = set(sim.rollout(batch, step=2)["task_id"])
+    assert 0.5 < len(set(first["task_id"])) / len(ids) < 0.9 and later != set(first["task_id"])
+    assert not sim.lost_tasks.any()
+
+    # run_campaign counts every group handed out, those that never came back included
+    sim = WorldSimulator(config, seed=4, lost=0.5)
+    metrics = run_campaign(RandomScheduler(sim.task_catalog(), DAPOConfig(batch_size=8)), sim, steps=3)
+    assert (metrics["rollouts"] == 8 * config.group_size).all()
+    assert (metrics["trained_groups"] < 8).any()
+    with pytest.raises(ValueError, match="dropped=1.0"):
+        WorldSimulator(config, dropped=1.0)
 
 
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
