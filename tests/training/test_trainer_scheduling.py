@@ -156,3 +156,20 @@ def test_step_batches_without_kept_rollouts_still_refuse_a_state_that_does_not_f
     state["scheduler"]["version"] -= 1
     with pytest.raises(StateMismatch, match="state version .*keeps no rollouts to rebuild"):
         batches("envsched").load_state_dict(state)
+
+
+@pytest.mark.parametrize(("backoff", "held_back"), [(30, True), (0, False)])
+def test_envsched_holds_back_a_task_whose_samples_the_trainer_keeps_dropping(backoff, held_back):
+    scheduler = make_scheduler("envsched", TASKS, 4, 2, seed=1, options={"silence_backoff": backoff})
+    b = StepBatches(scheduler, ROWS, 4)
+    dropped, picked = None, []
+    for _ in range(14):
+        step, _ = b.next_batch()
+        handed_out = b.batches[step]
+        dropped = dropped or handed_out[0]  # the first task handed out never comes back (its samples dropped)
+        picked.append(dropped in handed_out)
+        kept = [t for t in handed_out if t != dropped]
+        b.observe(step, [t for t in kept for _ in range(2)], [0.0, 1.0] * len(kept))  # the rest of the step
+    # picked at least twice, its silence then known, it is not handed out again; with the rule off it is
+    assert sum(picked[:6]) >= 2
+    assert any(picked[6:]) != held_back
