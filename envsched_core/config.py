@@ -253,6 +253,12 @@ class SchedulerConfig:
     doubling with each further one, and any reward of it clears the count. A trainer that scores every rollout
     never triggers it. 0: off (envsched_core/silence.py; docs/scheduler.md, "Attack: groups that never come
     back")."""
+    short_group_prior: float = 2.0
+    """How many rollouts the population's share of rollouts that came back weighs against a task's own share.
+    A runner that loses single rollouts (past the timeout, dropped rather than scored) returns short groups; a
+    task's value is weighed by (n - 1) / n at its expected n returned rewards, relative to a full group's. A
+    trainer that returns every rollout never triggers it. 0: off (envsched_core/short_groups.py;
+    docs/scheduler.md, "Attack: groups that come back short")."""
     pool_factor: int = 4
     """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
 
@@ -357,6 +363,9 @@ class SchedulerConfig:
         )
         need(0.0 <= self.rho_min <= 1.0, f"rho_min={self.rho_min} must be in [0, 1] (capped at rho).")
         need(self.pool_factor >= 1, f"pool_factor={self.pool_factor} must be >= 1.")
+        need(
+            self.short_group_prior >= 0, f"short_group_prior={self.short_group_prior} must be >= 0 (0: off)."
+        )
         need(self.silence_backoff >= 0, f"silence_backoff={self.silence_backoff} must be >= 0 (0: off).")
         need(self.refill_rounds >= 0, f"refill_rounds={self.refill_rounds} must be >= 0 (0: one round).")
         need(

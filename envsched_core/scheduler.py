@@ -51,6 +51,7 @@ from .oversample import InformativeShare
 from .predictor import VariancePredictor
 from .progress import LearningProgress
 from .refill import StepRounds
+from .short_groups import ShortGroups
 from .silence import SilentTasks
 from .solvability import TaskSolvability
 from .state_fit import StateMismatch, check_catalog
@@ -221,6 +222,11 @@ class EnvSched:
         self.rounds = StepRounds()  # the step being rolled out, for refill rounds (``refill_rounds``)
         self.share = InformativeShare()  # sizes over-sampled first rounds (``oversample_factor``)
         self.silent = SilentTasks(n_tasks, self.cfg.silence_backoff)  # selections no group came back from
+        self.short = self._short_groups()  # the share of each task's rollouts that came back
+
+    def _short_groups(self) -> ShortGroups | None:
+        prior = self.cfg.short_group_prior
+        return ShortGroups(len(self.catalog), self.cfg.group_size, prior) if prior > 0 else None
 
     # --- prediction -------------------------------------------------------------------------------
     def _refresh_cross(self) -> None:
@@ -299,6 +305,9 @@ class EnvSched:
                 if self.solvability is not None:  # so does this
                     solvable = self.solvability.factor(step)
                     value, transfer = value * solvable, transfer * solvable
+                if self.short is not None:  # and a group that comes back short teaches less
+                    whole = self.short.factor()
+                    value, transfer = value * whole, transfer * whole
                 predicted = Predicted(
                     value,
                     evidence & ~blocked,
@@ -622,6 +631,8 @@ class EnvSched:
                 self.learnability.update(rows, part["mean"].to_numpy(), variance)
             self.stats.update(rows, step, variance, part["mean"].to_numpy())
             self.silent.observed(step, rows)
+            if self.short is not None:
+                self.short.update(rows, part["size"].to_numpy())
             self.current_step = max(self.current_step, step)
         if self.outcome is None:
             self.predictor.refit()
@@ -693,6 +704,7 @@ class EnvSched:
             "rounds": self.rounds.state_dict(),
             "share": self.share.state_dict(),
             "silence": self.silent.state_dict(),
+            "short_groups": self.short.state_dict() if self.short is not None else {},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -743,4 +755,7 @@ class EnvSched:
         self.silent = SilentTasks(len(self.catalog), self.cfg.silence_backoff)
         if "silence" in state:
             self.silent.load_state_dict(state["silence"])
+        self.short = self._short_groups()  # absent or empty: saved before, or with none come back short
+        if self.short is not None and state.get("short_groups"):
+            self.short.load_state_dict(state["short_groups"])
         self._cache = None

@@ -442,10 +442,8 @@ class Simulator:
         """GRPO-like update from the first `max_groups` informative groups; returns how many trained."""
         if rollouts.empty:
             return 0
-        g = self.config.group_size
-        r = rollouts["reward"].to_numpy(dtype=float).reshape(-1, g)
-        pos = self._rows_of(pd.Series(rollouts["task_id"].to_numpy()[::g]))
-        std = r.std(axis=1)
+        pos, r = self._groups(rollouts)
+        std = np.nanstd(r, axis=1)
         informative = np.flatnonzero(std > 1e-9)[:max_groups]
         if len(informative):
             rows = self._train_rows[pos[informative]]
@@ -457,6 +455,22 @@ class Simulator:
                 self._load_idx[rows].ravel(), weights=push.ravel(), minlength=self.n_skills
             )
         return len(informative)
+
+    def _groups(self, rollouts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """(catalogue position of each group's task, its rewards as a (groups, G) array, NaN past a short
+        group's end). A group is a run of one task's rows, at most G long: a runner may return fewer."""
+        g = self.config.group_size
+        ids = rollouts["task_id"].to_numpy()
+        starts = np.ones(len(ids), dtype=bool)
+        starts[1:] = ids[1:] != ids[:-1]
+        run = np.cumsum(starts) - 1
+        # a run longer than G is two groups (one task handed out twice in a row)
+        starts |= (np.arange(len(ids)) - np.flatnonzero(starts)[run]) % g == 0
+        group = np.cumsum(starts) - 1
+        first = np.flatnonzero(starts)
+        r = np.full((len(first), g), np.nan)
+        r[group, np.arange(len(ids)) - first[group]] = rollouts["reward"].to_numpy(dtype=float)
+        return self._rows_of(pd.Series(ids[first])), r
 
     def _group_signal(self, rows: np.ndarray, reward: np.ndarray, std: np.ndarray) -> np.ndarray:
         """A group's policy-gradient push on its task's logit, sum_j A_j (r_j - p) / G = std(r)."""

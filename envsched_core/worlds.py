@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Fourteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Sixteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -48,6 +48,12 @@ Fourteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simu
   observes nothing of them and the policy trains on none. Held-out tasks are never lost. `dropped`: the transient
   kind, each group of any training task dropped with that chance, drawn per (step, task), so a task dropped at one
   step answers at the next.
+* partial groups (`partial`, `slow`): single rollouts are lost (each past the runner's timeout, dropped rather
+  than scored), so a group comes back with fewer than G rewards, sometimes one. `partial`: each rollout of any
+  training task is lost with that chance; `slow`: that share of the training tasks (long-horizon ones) loses each
+  of its rollouts with chance `SLOW_LOSS`. Drawn per (step, task, rollout) from a stream of their own; every reward
+  that does come back is the plain world's. G rollouts per task handed out count as spent, and the policy trains
+  on what came back (a group of one has no advantage and teaches nothing).
 * multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
   fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
   the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
@@ -92,6 +98,7 @@ import pandas as pd
 from .simulator import SimConfig, Simulator, _position_in_env
 
 JUDGE_SD = 0.02  # the spread of a `judged` environment's score between rollouts of one task
+SLOW_LOSS = 0.75  # the chance that one rollout of a `slow` task is lost
 
 SCRAMBLED_COLUMNS = (
     "text",
@@ -137,6 +144,8 @@ class WorldSimulator(Simulator):
         lost: float = 0.0,
         lost_envs: float = 0.0,
         dropped: float = 0.0,
+        partial: float = 0.0,
+        slow: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -164,6 +173,10 @@ class WorldSimulator(Simulator):
         if not (0.0 <= lost < 1.0 and 0.0 <= lost_envs < 1.0 and 0.0 <= dropped < 1.0):
             raise ValueError(
                 f"WorldSimulator: lost={lost}, lost_envs={lost_envs} and dropped={dropped} must be in [0, 1)."
+            )
+        if not (0.0 <= partial < 1.0 and 0.0 <= slow <= 1.0):
+            raise ValueError(
+                f"WorldSimulator: partial={partial} must be in [0, 1) and slow={slow} in [0, 1]."
             )
         if not 0.0 <= duplicates < 1.0:
             raise ValueError(f"WorldSimulator: duplicates={duplicates} must be in [0, 1).")
@@ -196,6 +209,7 @@ class WorldSimulator(Simulator):
         self.outage, self.outage_step, self.outage_steps = float(outage), int(outage_step), int(outage_steps)
         self.duplicates = float(duplicates)
         self.lost, self.lost_envs, self.dropped = float(lost), float(lost_envs), float(dropped)
+        self.partial, self.slow = float(partial), float(slow)
         super().__init__(config, seed)
         if unseen_envs > 0:
             self._hold_out_environments(unseen_envs)
@@ -220,6 +234,13 @@ class WorldSimulator(Simulator):
         self._lost[self._train_rows] = (
             np.random.default_rng(np.random.SeedSequence([self.seed, 13])).random(self.n_train) < self.lost
         ) | self._whole_environments(self.lost_envs, stream=14)
+        # the chance that one rollout of each task is lost (`partial`, `slow`)
+        self._slow = np.zeros(n_all, dtype=bool)
+        self._slow[self._train_rows] = (
+            np.random.default_rng(np.random.SeedSequence([self.seed, 16])).random(self.n_train) < self.slow
+        )
+        self._rollout_loss = np.zeros(n_all)
+        self._rollout_loss[self._train_rows] = np.where(self._slow[self._train_rows], SLOW_LOSS, self.partial)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
@@ -337,7 +358,7 @@ class WorldSimulator(Simulator):
                     f"step {self.late_step}, not before (step {self.steps_done + 1})."
                 )
         out = super().rollout(batch, step)  # every group drawn, so the reward stream is the same either way
-        if not self._lost.any() and not self.dropped:
+        if not self._lost.any() and not self.dropped and not self._rollout_loss.any():
             return out
         pos = self._rows_of(out["task_id"])
         gone = self._lost[self._train_rows[pos]]
@@ -346,6 +367,13 @@ class WorldSimulator(Simulator):
                 self.n_train
             )
             gone |= draw[pos] < self.dropped
+        if self._rollout_loss.any():  # per (step, task, rollout), from a stream of its own
+            g = self.config.group_size
+            draw = np.random.default_rng(np.random.SeedSequence([self.seed, 17, int(step)])).random(
+                (self.n_train, g)
+            )
+            j = np.arange(len(out)) % g  # the rollout's number within its group
+            gone |= draw[pos, j] < self._rollout_loss[self._train_rows[pos]]
         return out.loc[~gone].reset_index(drop=True)
 
     @property
@@ -362,6 +390,11 @@ class WorldSimulator(Simulator):
     def lost_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of those whose groups never come back (oracle)."""
         return self._lost[self._train_rows]
+
+    @property
+    def slow_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of the `slow` ones, which lose most rollouts (oracle)."""
+        return self._slow[self._train_rows]
 
     @property
     def outage_tasks(self) -> np.ndarray:
@@ -458,8 +491,9 @@ class WorldSimulator(Simulator):
         )
         k = np.where(self._graded[rows][:, None], k_graded, np.where(reward >= 1, n, k_failed))
         score = k * (1 - q) - q * (k < n)
-        advantage = (reward - reward.mean(axis=1, keepdims=True)) / std[:, None]
-        return (advantage * score).mean(axis=1) / n[:, 0]
+        # NaN past a short group's end (`Simulator._groups`)
+        advantage = (reward - np.nanmean(reward, axis=1, keepdims=True)) / std[:, None]
+        return np.nanmean(advantage * score, axis=1) / n[:, 0]
 
     # ---- noisy verifiers ---------------------------------------------------------------------------
     def _misread(self, rows: np.ndarray, reward: np.ndarray) -> np.ndarray:
@@ -548,6 +582,10 @@ class Regime:
     """Share of environments whose every group never comes back; see `WorldSimulator`."""
     dropped: float = 0.0
     """Chance that any one group is dropped (transient: a timeout at one step only); see `WorldSimulator`."""
+    partial: float = 0.0
+    """Chance that any one rollout is lost, so its group comes back short; see `WorldSimulator`."""
+    slow: float = 0.0
+    """Share of training tasks that lose each rollout with chance `SLOW_LOSS`; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -581,6 +619,8 @@ class Regime:
             "lost": self.lost,
             "lost_envs": self.lost_envs,
             "dropped": self.dropped,
+            "partial": self.partial,
+            "slow": self.slow,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -835,6 +875,22 @@ STRESS_REGIMES: dict[str, Regime] = {
             "cost of a rule against groups that never come back",
             BASE,
             dropped=0.1,
+            tags=("shared",),
+        ),
+        Regime(
+            "partial",
+            "each rollout is lost with chance 0.25 (past the runner's timeout, dropped rather than scored 0): "
+            "groups come back short, their spread read from fewer rewards",
+            BASE,
+            partial=0.25,
+            tags=("shared",),
+        ),
+        Regime(
+            "slow",
+            "a fifth of the training tasks are slow: each of their rollouts is lost with chance 0.75, so their "
+            "groups come back with about 2 of 8 rewards, often one, and teach little",
+            BASE,
+            slow=0.2,
             tags=("shared",),
         ),
         Regime(

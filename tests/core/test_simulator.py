@@ -96,6 +96,27 @@ def test_simulator_trains_on_at_most_b_informative_groups():
     assert sim.train(roll, max_groups=3) == 3
 
 
+def test_simulator_trains_a_short_group_on_the_rewards_that_came_back():
+    def update(rows):  # the skill change one training step on these rollouts makes
+        sim = Simulator(TINY, seed=2)
+        theta = sim.theta.copy()
+        trained = sim.train(pd.DataFrame(rows, columns=["task_id", "step", "reward"]), max_groups=2)
+        return trained, sim.theta - theta
+
+    a, b = Simulator(TINY, seed=2).task_ids[:2]
+    full = [(a, 1, r) for r in [1.0, 0.0] * 4]
+    trained, push = update(full)
+    assert trained == 1 and np.abs(push).sum() > 0
+    # two of the eight came back with the same spread: the same push; one alone has no advantage
+    short_trained, short_push = update(full[:2])
+    assert short_trained == 1
+    np.testing.assert_allclose(short_push, push)
+    assert update(full[:1])[0] == 0
+    # a short group followed by another task's group: two groups; one task twice in a row: two groups of G
+    assert update(full[:3] + [(b, 1, r) for r in [0.0, 1.0, 1.0]])[0] == 2
+    assert update(full + full)[0] == 2
+
+
 def test_simulator_starts_in_early_training_regime():
     sim = Simulator(SMALL, seed=0)
     p = sim.success_probability()

@@ -316,6 +316,41 @@ def test_worlds_lost_groups_never_come_back_and_count_as_spent():
         WorldSimulator(config, dropped=1.0)
 
 
+def test_worlds_partial_groups_come_back_short_with_the_plain_worlds_rewards():
+    config = replace(SMALL, n_envs=10, drift=0.0)
+    plain = WorldSimulator(config, seed=4)
+    ids = np.asarray(plain.task_ids)
+    batch = pd.DataFrame({"task_id": ids})
+    expected = plain.rollout(batch, step=1)
+    g = config.group_size
+
+    sim = WorldSimulator(config, seed=4, partial=0.25)
+    got = sim.rollout(batch, step=1)
+    assert 0.65 < len(got) / len(expected) < 0.85
+    # what came back are the plain world's rewards, task by task in the batch's order, some left out
+    assert list(dict.fromkeys(got["task_id"])) == [t for t in ids if t in set(got["task_id"])]
+    for task, rewards in got.groupby("task_id")["reward"]:
+        plain_rewards = expected.loc[expected["task_id"] == task, "reward"].value_counts()
+        assert (rewards.value_counts().reindex(plain_rewards.index, fill_value=0) <= plain_rewards).all()
+        assert rewards.isin(plain_rewards.index).all()
+    again = sim.rollout(batch.iloc[::-1], step=1)  # the same rollouts lost in every round of a step
+    np.testing.assert_array_equal(again.groupby("task_id").size(), got.groupby("task_id").size())
+    assert not sim.slow_tasks.any()
+
+    sim = WorldSimulator(config, seed=4, slow=0.3)
+    slow = sim.slow_tasks
+    assert 0 < slow.sum() < len(ids)
+    size = sim.rollout(batch, step=1).groupby("task_id").size().reindex(ids, fill_value=0).to_numpy()
+    assert (size[~slow] == g).all() and size[slow].mean() < 0.4 * g
+    pd.testing.assert_frame_equal(sim.catalog_frame(), plain.catalog_frame())  # nothing marks them
+
+    # every task handed out counts G rollouts spent; the policy trains on what came back
+    metrics = run_campaign(RandomScheduler(sim.task_catalog(), DAPOConfig(batch_size=8)), sim, steps=3)
+    assert (metrics["rollouts"] == 8 * g).all()
+    with pytest.raises(ValueError, match="partial=1.0"):
+        WorldSimulator(config, partial=1.0)
+
+
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
     plain = Regime("t", "test", SMALL).world(5)
     same = WorldSimulator(SMALL, seed=5)
