@@ -30,7 +30,7 @@ attack worlds with flaky verifiers (or broken ones, which never pass), the share
 the 10 steps from the one they join at; where some environments go down (`outage`), the share of each batch in
 them over the 10 steps from the outage's first and from the step they are back; where tasks are copies of others
 (`duplicates`), the share of each batch whose original is already in it; where groups never come back (`lost`,
-`lost-envs`) or come back with most rewards missing (`slow`), the share of each batch on those tasks. The best scheduler of a regime has
+`lost-envs`) or come back with most rewards missing (`slow-tasks`), the share of each batch on those tasks. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
 the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
 same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
@@ -214,7 +214,7 @@ WATCHED = {
     "back": ("picks once back", share_of("outage_tasks"), "outage_end"),
     "repeats": ("repeat picks", repeats, None),
     "lost": ("lost picks", share_of("lost_tasks"), None),
-    "slow": ("slow picks", share_of("slow_tasks"), None),
+    "slow-tasks": ("slow-task picks", share_of("slow_tasks"), None),
 }
 
 

@@ -3,9 +3,9 @@
 A runner may lose single rollouts instead of scoring them: a long-horizon task whose rollouts often run past the
 timeout, a sandbox that crashes now and then. Such a task's group comes back short, and a short group teaches
 less: a group of one has no advantage at all, and the population variance of n rewards is (n - 1) / n of the
-reward's variance in expectation. Without this rule EnvSched valued a task by its predicted variance alone and
-picked the `slow` stress worlds' tasks (a fifth of them, each rollout lost with chance 0.75) as often as random
-did (docs/scheduler.md, "Attack: groups that come back short").
+reward's variance in expectation. Without this rule EnvSched valued a task by its predicted variance alone, and in
+the `slow-tasks` stress worlds (a fifth of the tasks lose each rollout with chance 0.75) it picked those tasks as
+often as random did: 0.24 of each batch (docs/scheduler.md, "Attack: groups that come back short").
 
 Per task, the share of its rollouts that came back, y = (returned + k * y_all) / (handed out + k), where G per
 observed group counts as handed out, y_all is the share over every observed group and k (``prior``, in rollouts)

@@ -632,312 +632,310 @@ class Regime:
         )
 
 
+def by_name(*regimes: Regime) -> dict[str, Regime]:
+    """Regimes keyed by name; a name given twice is an error (a dict would keep the last silently)."""
+    out: dict[str, Regime] = {}
+    for regime in regimes:
+        if regime.name in out:
+            raise ValueError(f"regime name {regime.name!r} is given twice")
+        out[regime.name] = regime
+    return out
+
+
 # The base world: 60 environments x 24 tasks (1,440 training tasks), 6 skill families, B = 32, G = 8.
 BASE = SimConfig(n_envs=60, tasks_per_env=24, heldout_per_env=6, n_families=6, n_tool_types=72)
 
-REGIMES: dict[str, Regime] = {
-    r.name: r
-    for r in (
-        Regime(
-            "default", "base world: shared and private difficulty mixed, 30% graded", BASE, tags=("shared",)
-        ),
-        Regime(
-            "shared",
-            "difficulty mostly shared (environment, tool, family); small private part",
-            replace(BASE, w_task=0.1, difficulty_sd=0.3, sd_env=1.4, sd_type=1.2),
-            tags=("shared",),
-        ),
-        Regime(
-            "private",
-            "difficulty mostly private to the task; weak shared skills",
-            replace(BASE, w_env=0.3, w_type=0.15, w_fam=0.1, w_task=0.6, difficulty_sd=2.0, sd_env=0.6),
-        ),
-        Regime(
-            "paper",
-            "the paper's Table 2 regime: random's mean selected variance ~0.03, median reward ~0.6 "
-            "(85% graded verifiers, wide difficulty spread: most groups all-pass or all-fail)",
-            replace(BASE, graded_share=0.85, d0=-1.7, difficulty_sd=3.2, sd_env=2.0, lr=3.0),
-            tags=("shared",),
-        ),
-        Regime(
-            "sparse",
-            "sparse binary rewards: most groups all-fail, random's mean selected variance ~0.04",
-            replace(BASE, d0=2.6, graded_share=0.0),
-            tags=("shared",),
-        ),
-        Regime(
-            "graded",
-            "every verifier gives partial credit (reward = passed checks / 4)",
-            replace(BASE, graded_share=1.0),
-            tags=("shared",),
-        ),
-        Regime(
-            "drift",
-            "fast learning, strong drift and forgetting of untrained skills",
-            replace(BASE, lr=12.0, drift=0.05),
-            forget=0.02,
-            tags=("shared",),
-        ),
-        Regime(
-            "few-large",
-            "8 large environments x 180 tasks",
-            replace(BASE, n_envs=8, tasks_per_env=180, heldout_per_env=30),
-            tags=("shared",),
-        ),
-        Regime(
-            "many-small",
-            "360 small environments x 4 tasks",
-            replace(BASE, n_envs=360, tasks_per_env=4, heldout_per_env=2),
-            tags=("shared",),
-        ),
-        Regime(
-            "no-info",
-            "embedding and signatures scrambled across tasks: they carry no information",
-            BASE,
-            scramble=True,
-        ),
-        Regime(
-            "flaky",
-            "attack: 10% of the training tasks have a coin-flip verifier (reward independent of the "
-            "policy, the most variance a group can show, no learning signal)",
-            BASE,
-            flaky=0.1,
-            tags=("shared",),
-        ),
-        Regime(
-            "shift",
-            "attack: after step 30, a third of the environments are updated and every task in them gets "
-            "2.5 logits harder or easier (training and held-out alike); history about them goes stale at once",
-            BASE,
-            shift=1 / 3,
-            tags=("shared",),
-        ),
-        Regime(
-            "large",
-            "500 environments x 200 tasks (100k; 10k = 100 x 100 in quick mode), B = 64",
-            replace(BASE, n_envs=500, tasks_per_env=200, heldout_per_env=4, n_tool_types=96, n_families=12),
-            batch_size=64,
-            quick_config=replace(BASE, n_envs=100, tasks_per_env=100, heldout_per_env=4, n_tool_types=96),
-            tags=("shared",),
-        ),
-    )
-}
+REGIMES: dict[str, Regime] = by_name(
+    Regime("default", "base world: shared and private difficulty mixed, 30% graded", BASE, tags=("shared",)),
+    Regime(
+        "shared",
+        "difficulty mostly shared (environment, tool, family); small private part",
+        replace(BASE, w_task=0.1, difficulty_sd=0.3, sd_env=1.4, sd_type=1.2),
+        tags=("shared",),
+    ),
+    Regime(
+        "private",
+        "difficulty mostly private to the task; weak shared skills",
+        replace(BASE, w_env=0.3, w_type=0.15, w_fam=0.1, w_task=0.6, difficulty_sd=2.0, sd_env=0.6),
+    ),
+    Regime(
+        "paper",
+        "the paper's Table 2 regime: random's mean selected variance ~0.03, median reward ~0.6 "
+        "(85% graded verifiers, wide difficulty spread: most groups all-pass or all-fail)",
+        replace(BASE, graded_share=0.85, d0=-1.7, difficulty_sd=3.2, sd_env=2.0, lr=3.0),
+        tags=("shared",),
+    ),
+    Regime(
+        "sparse",
+        "sparse binary rewards: most groups all-fail, random's mean selected variance ~0.04",
+        replace(BASE, d0=2.6, graded_share=0.0),
+        tags=("shared",),
+    ),
+    Regime(
+        "graded",
+        "every verifier gives partial credit (reward = passed checks / 4)",
+        replace(BASE, graded_share=1.0),
+        tags=("shared",),
+    ),
+    Regime(
+        "drift",
+        "fast learning, strong drift and forgetting of untrained skills",
+        replace(BASE, lr=12.0, drift=0.05),
+        forget=0.02,
+        tags=("shared",),
+    ),
+    Regime(
+        "few-large",
+        "8 large environments x 180 tasks",
+        replace(BASE, n_envs=8, tasks_per_env=180, heldout_per_env=30),
+        tags=("shared",),
+    ),
+    Regime(
+        "many-small",
+        "360 small environments x 4 tasks",
+        replace(BASE, n_envs=360, tasks_per_env=4, heldout_per_env=2),
+        tags=("shared",),
+    ),
+    Regime(
+        "no-info",
+        "embedding and signatures scrambled across tasks: they carry no information",
+        BASE,
+        scramble=True,
+    ),
+    Regime(
+        "flaky",
+        "attack: 10% of the training tasks have a coin-flip verifier (reward independent of the "
+        "policy, the most variance a group can show, no learning signal)",
+        BASE,
+        flaky=0.1,
+        tags=("shared",),
+    ),
+    Regime(
+        "shift",
+        "attack: after step 30, a third of the environments are updated and every task in them gets "
+        "2.5 logits harder or easier (training and held-out alike); history about them goes stale at once",
+        BASE,
+        shift=1 / 3,
+        tags=("shared",),
+    ),
+    Regime(
+        "large",
+        "500 environments x 200 tasks (100k; 10k = 100 x 100 in quick mode), B = 64",
+        replace(BASE, n_envs=500, tasks_per_env=200, heldout_per_env=4, n_tool_types=96, n_families=12),
+        batch_size=64,
+        quick_config=replace(BASE, n_envs=100, tasks_per_env=100, heldout_per_env=4, n_tool_types=96),
+        tags=("shared",),
+    ),
+)
 
 PAPER = REGIMES["paper"].config
 
 # Held-out variations, never used to tune EnvSched: other group and batch sizes, other reward shapes, and
 # attacks combined with each other or with the paper's regime. Not part of the suite's default summary;
 # `bench/scheduler_suite.py --regimes stress` runs them.
-STRESS_REGIMES: dict[str, Regime] = {
-    r.name: r
-    for r in (
-        Regime(
-            "easy",
-            "easier tasks: initial success ~0.25 (the base world ~0.06)",
-            replace(BASE, d0=0.2),
-            tags=("shared",),
-        ),
-        Regime(
-            "g4", "base world with G = 4 rollouts per task", replace(BASE, group_size=4), tags=("shared",)
-        ),
-        Regime("g16", "base world with G = 16", replace(BASE, group_size=16), tags=("shared",)),
-        Regime(
-            "g2",
-            "base world with G = 2: a group is mixed only when its two rollouts differ",
-            replace(BASE, group_size=2),
-            tags=("shared",),
-        ),
-        Regime(
-            "b128",
-            "base world with B = 128 (9% of the catalogue per step)",
-            BASE,
-            batch_size=128,
-            tags=("shared",),
-        ),
-        Regime(
-            "k10",
-            "half the verifiers graded with 10 partial checks",
-            replace(BASE, graded_share=0.5, graded_checks=10),
-            tags=("shared",),
-        ),
-        Regime("slow", "slow learning (lr = 2)", replace(BASE, lr=2.0), tags=("shared",)),
-        Regime("paper-g4", "the paper's regime with G = 4", replace(PAPER, group_size=4), tags=("shared",)),
-        Regime("paper-b64", "the paper's regime with B = 64", PAPER, batch_size=64, tags=("shared",)),
-        Regime(
-            "noinfo-flaky", "scrambled catalogue and 10% coin-flip verifiers", BASE, scramble=True, flaky=0.1
-        ),
-        Regime(
-            "flaky-envs",
-            "attack: 6 of the 60 environments are broken (every training task's verifier a coin flip, no "
-            "learning signal); their neighbours and their environment's level all say 'mixed'",
-            BASE,
-            flaky_envs=0.1,
-            tags=("shared",),
-        ),
-        Regime(
-            "late-envs",
-            "a third of the environments join the catalogue at step 10 (a benchmark added mid-campaign); "
-            "every scheduler is rebuilt then from the campaign's history",
-            BASE,
-            late_envs=1 / 3,
-            tags=("shared",),
-        ),
-        Regime(
-            "uneven",
-            "uneven environments: sizes ~ k^-1.2, the largest ~400 of the 1,440 training tasks, most under 20",
-            replace(BASE, env_size_skew=1.2),
-            tags=("shared",),
-        ),
-        Regime(
-            "coarse-envs",
-            "the catalogue names 6 benchmarks, not the 60 environments (one env_id per benchmark, as a user "
-            "registering BFCL or tau-bench whole); tool names still carry the true environment",
-            BASE,
-            env_labels=6,
-            tags=("shared",),
-        ),
-        Regime(
-            "task-envs",
-            "every task has an environment id of its own (a sandbox per task, registered as its environment); "
-            "tool names still carry the true environment",
-            BASE,
-            task_env_ids=True,
-            tags=("shared",),
-        ),
-        Regime(
-            "unseen-envs",
-            "held-out environments: 12 of the 60 environments are never trained on and the held-out score is "
-            "theirs alone (train on some benchmarks, evaluate on others); only tool types and families transfer",
-            BASE,
-            unseen_envs=0.2,
-            tags=("shared",),
-        ),
-        Regime(
-            "broken",
-            "a fifth of the training tasks have a wrong gold answer: their verifier never passes, whatever the "
-            "policy does (the label errors audits of agent benchmarks report); they look like hard tasks",
-            BASE,
-            broken=0.2,
-            tags=("shared",),
-        ),
-        Regime(
-            "outage",
-            "a quarter of the environments' sandboxes are down over steps 11-20: every rollout there scores 0 (a "
-            "crashed sandbox scored 0), then they come back as they were",
-            BASE,
-            outage=0.25,
-            tags=("shared",),
-        ),
-        Regime(
-            "outage-all",
-            "every environment's sandbox is down over steps 11-13 (the reward service fails): every rollout "
-            "scores 0, then all come back as they were",
-            BASE,
-            outage=1.0,
-            outage_steps=3,
-            tags=("shared",),
-        ),
-        Regime(
-            "duplicates",
-            "half the training tasks are copies of another task of their environment (a template filled in "
-            "again): the same skills and difficulty, a near-copy embedding; a batch can hold one task twice",
-            BASE,
-            duplicates=0.5,
-            tags=("shared",),
-        ),
-        Regime(
-            "judged",
-            "a fifth of the environments are scored by a judge blind to the policy: each task a fixed score "
-            "q ~ U(0.3, 0.7) plus N(0, 0.02^2) per rollout, so every group shows a little spread and teaches nothing",
-            BASE,
-            judged=0.2,
-            tags=("shared",),
-        ),
-        Regime(
-            "lost",
-            "a tenth of the training tasks never get a group back (each rollout hangs past the timeout and the "
-            "trainer drops the group): the scheduler observes nothing of them, the rollouts are spent",
-            BASE,
-            lost=0.1,
-            tags=("shared",),
-        ),
-        Regime(
-            "lost-envs",
-            "a tenth of the environments never get a group back (a sandbox image that hangs every rollout; the "
-            "trainer drops the groups)",
-            BASE,
-            lost_envs=0.1,
-            tags=("shared",),
-        ),
-        Regime(
-            "dropped",
-            "each group is dropped with chance 0.1 (a transient timeout: the task answers at another step); the "
-            "cost of a rule against groups that never come back",
-            BASE,
-            dropped=0.1,
-            tags=("shared",),
-        ),
-        Regime(
-            "partial",
-            "each rollout is lost with chance 0.25 (past the runner's timeout, dropped rather than scored 0): "
-            "groups come back short, their spread read from fewer rewards",
-            BASE,
-            partial=0.25,
-            tags=("shared",),
-        ),
-        Regime(
-            "slow",
-            "a fifth of the training tasks are slow: each of their rollouts is lost with chance 0.75, so their "
-            "groups come back with about 2 of 8 rewards, often one, and teach little",
-            BASE,
-            slow=0.2,
-            tags=("shared",),
-        ),
-        Regime(
-            "three-envs",
-            "3 environments x 480 tasks: under the configured quota (7 at B = 32) they cannot fill a batch",
-            replace(BASE, n_envs=3, tasks_per_env=480, heldout_per_env=120),
-            tags=("shared",),
-        ),
-        Regime(
-            "chain",
-            "multi-step tasks: a rollout stops at its first failing gold call; graded verifiers (30%) score the "
-            "share of calls passed (progress along a sequence, not independent checks)",
-            replace(BASE, d0=1.2),
-            chain=True,
-            tags=("shared",),
-        ),
-        Regime(
-            "chain-graded",
-            "multi-step tasks, every verifier graded by the share of calls passed before the first failure",
-            replace(BASE, d0=1.2, graded_share=1.0),
-            chain=True,
-            tags=("shared",),
-        ),
-        Regime(
-            "noisy",
-            "verifiers misread 10% of checks both ways (an LLM judge, a flaky test): all-fail tasks show mixed "
-            "groups that carry no signal",
-            BASE,
-            noise=0.1,
-            tags=("shared",),
-        ),
-        Regime(
-            "sparse-noisy",
-            "sparse binary rewards read with 10% errors: most mixed groups are misreads of all-fail tasks",
-            REGIMES["sparse"].config,
-            noise=0.1,
-            tags=("shared",),
-        ),
-        Regime(
-            "paper-shift",
-            "the paper's regime with a third of the environments updated at step 30",
-            PAPER,
-            shift=1 / 3,
-            tags=("shared",),
-        ),
-    )
-}
+STRESS_REGIMES: dict[str, Regime] = by_name(
+    Regime(
+        "easy",
+        "easier tasks: initial success ~0.25 (the base world ~0.06)",
+        replace(BASE, d0=0.2),
+        tags=("shared",),
+    ),
+    Regime("g4", "base world with G = 4 rollouts per task", replace(BASE, group_size=4), tags=("shared",)),
+    Regime("g16", "base world with G = 16", replace(BASE, group_size=16), tags=("shared",)),
+    Regime(
+        "g2",
+        "base world with G = 2: a group is mixed only when its two rollouts differ",
+        replace(BASE, group_size=2),
+        tags=("shared",),
+    ),
+    Regime(
+        "b128",
+        "base world with B = 128 (9% of the catalogue per step)",
+        BASE,
+        batch_size=128,
+        tags=("shared",),
+    ),
+    Regime(
+        "k10",
+        "half the verifiers graded with 10 partial checks",
+        replace(BASE, graded_share=0.5, graded_checks=10),
+        tags=("shared",),
+    ),
+    Regime("slow", "slow learning (lr = 2)", replace(BASE, lr=2.0), tags=("shared",)),
+    Regime("paper-g4", "the paper's regime with G = 4", replace(PAPER, group_size=4), tags=("shared",)),
+    Regime("paper-b64", "the paper's regime with B = 64", PAPER, batch_size=64, tags=("shared",)),
+    Regime("noinfo-flaky", "scrambled catalogue and 10% coin-flip verifiers", BASE, scramble=True, flaky=0.1),
+    Regime(
+        "flaky-envs",
+        "attack: 6 of the 60 environments are broken (every training task's verifier a coin flip, no "
+        "learning signal); their neighbours and their environment's level all say 'mixed'",
+        BASE,
+        flaky_envs=0.1,
+        tags=("shared",),
+    ),
+    Regime(
+        "late-envs",
+        "a third of the environments join the catalogue at step 10 (a benchmark added mid-campaign); "
+        "every scheduler is rebuilt then from the campaign's history",
+        BASE,
+        late_envs=1 / 3,
+        tags=("shared",),
+    ),
+    Regime(
+        "uneven",
+        "uneven environments: sizes ~ k^-1.2, the largest ~400 of the 1,440 training tasks, most under 20",
+        replace(BASE, env_size_skew=1.2),
+        tags=("shared",),
+    ),
+    Regime(
+        "coarse-envs",
+        "the catalogue names 6 benchmarks, not the 60 environments (one env_id per benchmark, as a user "
+        "registering BFCL or tau-bench whole); tool names still carry the true environment",
+        BASE,
+        env_labels=6,
+        tags=("shared",),
+    ),
+    Regime(
+        "task-envs",
+        "every task has an environment id of its own (a sandbox per task, registered as its environment); "
+        "tool names still carry the true environment",
+        BASE,
+        task_env_ids=True,
+        tags=("shared",),
+    ),
+    Regime(
+        "unseen-envs",
+        "held-out environments: 12 of the 60 environments are never trained on and the held-out score is "
+        "theirs alone (train on some benchmarks, evaluate on others); only tool types and families transfer",
+        BASE,
+        unseen_envs=0.2,
+        tags=("shared",),
+    ),
+    Regime(
+        "broken",
+        "a fifth of the training tasks have a wrong gold answer: their verifier never passes, whatever the "
+        "policy does (the label errors audits of agent benchmarks report); they look like hard tasks",
+        BASE,
+        broken=0.2,
+        tags=("shared",),
+    ),
+    Regime(
+        "outage",
+        "a quarter of the environments' sandboxes are down over steps 11-20: every rollout there scores 0 (a "
+        "crashed sandbox scored 0), then they come back as they were",
+        BASE,
+        outage=0.25,
+        tags=("shared",),
+    ),
+    Regime(
+        "outage-all",
+        "every environment's sandbox is down over steps 11-13 (the reward service fails): every rollout "
+        "scores 0, then all come back as they were",
+        BASE,
+        outage=1.0,
+        outage_steps=3,
+        tags=("shared",),
+    ),
+    Regime(
+        "duplicates",
+        "half the training tasks are copies of another task of their environment (a template filled in "
+        "again): the same skills and difficulty, a near-copy embedding; a batch can hold one task twice",
+        BASE,
+        duplicates=0.5,
+        tags=("shared",),
+    ),
+    Regime(
+        "judged",
+        "a fifth of the environments are scored by a judge blind to the policy: each task a fixed score "
+        "q ~ U(0.3, 0.7) plus N(0, 0.02^2) per rollout, so every group shows a little spread and teaches nothing",
+        BASE,
+        judged=0.2,
+        tags=("shared",),
+    ),
+    Regime(
+        "lost",
+        "a tenth of the training tasks never get a group back (each rollout hangs past the timeout and the "
+        "trainer drops the group): the scheduler observes nothing of them, the rollouts are spent",
+        BASE,
+        lost=0.1,
+        tags=("shared",),
+    ),
+    Regime(
+        "lost-envs",
+        "a tenth of the environments never get a group back (a sandbox image that hangs every rollout; the "
+        "trainer drops the groups)",
+        BASE,
+        lost_envs=0.1,
+        tags=("shared",),
+    ),
+    Regime(
+        "dropped",
+        "each group is dropped with chance 0.1 (a transient timeout: the task answers at another step); the "
+        "cost of a rule against groups that never come back",
+        BASE,
+        dropped=0.1,
+        tags=("shared",),
+    ),
+    Regime(
+        "partial",
+        "each rollout is lost with chance 0.25 (past the runner's timeout, dropped rather than scored 0): "
+        "groups come back short, their spread read from fewer rewards",
+        BASE,
+        partial=0.25,
+        tags=("shared",),
+    ),
+    Regime(
+        "slow-tasks",
+        "a fifth of the training tasks are slow: each of their rollouts is lost with chance 0.75, so their "
+        "groups come back with about 2 of 8 rewards, often one, and teach little",
+        BASE,
+        slow=0.2,
+        tags=("shared",),
+    ),
+    Regime(
+        "three-envs",
+        "3 environments x 480 tasks: under the configured quota (7 at B = 32) they cannot fill a batch",
+        replace(BASE, n_envs=3, tasks_per_env=480, heldout_per_env=120),
+        tags=("shared",),
+    ),
+    Regime(
+        "chain",
+        "multi-step tasks: a rollout stops at its first failing gold call; graded verifiers (30%) score the "
+        "share of calls passed (progress along a sequence, not independent checks)",
+        replace(BASE, d0=1.2),
+        chain=True,
+        tags=("shared",),
+    ),
+    Regime(
+        "chain-graded",
+        "multi-step tasks, every verifier graded by the share of calls passed before the first failure",
+        replace(BASE, d0=1.2, graded_share=1.0),
+        chain=True,
+        tags=("shared",),
+    ),
+    Regime(
+        "noisy",
+        "verifiers misread 10% of checks both ways (an LLM judge, a flaky test): all-fail tasks show mixed "
+        "groups that carry no signal",
+        BASE,
+        noise=0.1,
+        tags=("shared",),
+    ),
+    Regime(
+        "sparse-noisy",
+        "sparse binary rewards read with 10% errors: most mixed groups are misreads of all-fail tasks",
+        REGIMES["sparse"].config,
+        noise=0.1,
+        tags=("shared",),
+    ),
+    Regime(
+        "paper-shift",
+        "the paper's regime with a third of the environments updated at step 30",
+        PAPER,
+        shift=1 / 3,
+        tags=("shared",),
+    ),
+)
 ALL_REGIMES: dict[str, Regime] = {**REGIMES, **STRESS_REGIMES}
 
 
