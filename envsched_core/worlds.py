@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Sixteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Seventeen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -54,6 +54,10 @@ Sixteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simul
   of its rollouts with chance `SLOW_LOSS`. Drawn per (step, task, rollout) from a stream of their own; every reward
   that does come back is the plain world's. G rollouts per task handed out count as spent, and the policy trains
   on what came back (a group of one has no advantage and teaches nothing).
+* rewards with a floor (`floor_envs`): every training task of that share of the environments scores
+  `FLOOR` + (1 - `FLOOR`) x its verifier's score (credit for a well-formed attempt, as a format reward adds), so a
+  failed rollout scores 0.2 there and 0 elsewhere. The outcome is the same, on another scale: a group's push is
+  the unscaled outcome's spread, and GRPO's normalised advantages do not see the floor at all.
 * multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
   fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
   the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
@@ -99,6 +103,7 @@ from .simulator import SimConfig, Simulator, _position_in_env
 
 JUDGE_SD = 0.02  # the spread of a `judged` environment's score between rollouts of one task
 SLOW_LOSS = 0.75  # the chance that one rollout of a `slow` task is lost
+FLOOR = 0.2  # a `floor_envs` environment's reward for a failed but well-formed attempt
 
 SCRAMBLED_COLUMNS = (
     "text",
@@ -146,6 +151,7 @@ class WorldSimulator(Simulator):
         dropped: float = 0.0,
         partial: float = 0.0,
         slow: float = 0.0,
+        floor_envs: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -194,10 +200,13 @@ class WorldSimulator(Simulator):
             raise ValueError(f"WorldSimulator: noise={noise} must be in [0, 0.5).")
         if duplicates and unseen_envs:
             raise ValueError("WorldSimulator: duplicates and unseen_envs do not combine.")
-        if chain and (flaky or flaky_envs or noise or broken or outage or judged):
+        if chain and (flaky or flaky_envs or noise or broken or outage or judged or floor_envs):
             raise ValueError(
-                "WorldSimulator: chain tasks do not combine with flaky, broken, noisy or judged verifiers or outages."
+                "WorldSimulator: chain tasks do not combine with flaky, broken, noisy, judged or floored verifiers or "
+                "outages."
             )
+        if not 0.0 <= floor_envs <= 1.0:
+            raise ValueError(f"WorldSimulator: floor_envs={floor_envs} must be in [0, 1].")
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
         self.flaky_envs, self.broken = float(flaky_envs), float(broken)
@@ -210,6 +219,7 @@ class WorldSimulator(Simulator):
         self.duplicates = float(duplicates)
         self.lost, self.lost_envs, self.dropped = float(lost), float(lost_envs), float(dropped)
         self.partial, self.slow = float(partial), float(slow)
+        self.floor_envs = float(floor_envs)
         super().__init__(config, seed)
         if unseen_envs > 0:
             self._hold_out_environments(unseen_envs)
@@ -235,6 +245,8 @@ class WorldSimulator(Simulator):
             np.random.default_rng(np.random.SeedSequence([self.seed, 13])).random(self.n_train) < self.lost
         ) | self._whole_environments(self.lost_envs, stream=14)
         # the chance that one rollout of each task is lost (`partial`, `slow`)
+        self._floored = np.zeros(n_all, dtype=bool)  # training tasks whose reward has a floor (`floor_envs`)
+        self._floored[self._train_rows] = self._whole_environments(self.floor_envs, stream=18)
         self._slow = np.zeros(n_all, dtype=bool)
         self._slow[self._train_rows] = (
             np.random.default_rng(np.random.SeedSequence([self.seed, 16])).random(self.n_train) < self.slow
@@ -451,13 +463,15 @@ class WorldSimulator(Simulator):
         if self.judged:
             judging = self._judged[self._train_rows] & (self._success(self._train_rows) > 0)
             variance = np.where(judging, JUDGE_SD**2 * (g - 1) / g, variance)
-        return variance
+        return np.where(self._floored[self._train_rows], (1 - FLOOR) ** 2 * variance, variance)
 
     def _draw_rewards(self, rows: np.ndarray) -> np.ndarray:
         if self.chain:
             return self._chain_rewards(rows)
         reward = super()._draw_rewards(rows)
         reward = self._misread(rows, reward) if self.noise else reward
+        if self.floor_envs:  # FLOOR for a failed attempt, 1 for a pass: the same outcome on another scale
+            reward = np.where(self._floored[rows][:, None], FLOOR + (1 - FLOOR) * reward, reward)
         if not self.judged:
             return reward
         level = self._success(rows)  # the judge's level; 0 while down or broken, where no rollout scores
@@ -478,6 +492,8 @@ class WorldSimulator(Simulator):
         return np.where(self._graded[rows][:, None], k / n[:, None], (k == n[:, None]).astype(float))
 
     def _group_signal(self, rows: np.ndarray, reward: np.ndarray, std: np.ndarray) -> np.ndarray:
+        if self.floor_envs:  # the push is the outcome's spread, not the rescaled reward's
+            std = np.where(self._floored[rows], std / (1 - FLOOR), std)
         if self.noise:
             return super()._group_signal(rows, reward, std) * self._reward_information(rows)
         if not self.chain:
@@ -586,6 +602,8 @@ class Regime:
     """Chance that any one rollout is lost, so its group comes back short; see `WorldSimulator`."""
     slow: float = 0.0
     """Share of training tasks that lose each rollout with chance `SLOW_LOSS`; see `WorldSimulator`."""
+    floor_envs: float = 0.0
+    """Share of environments whose reward is `FLOOR` + (1 - `FLOOR`) x the verifier's score; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -621,6 +639,7 @@ class Regime:
             "dropped": self.dropped,
             "partial": self.partial,
             "slow": self.slow,
+            "floor_envs": self.floor_envs,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -890,6 +909,14 @@ STRESS_REGIMES: dict[str, Regime] = by_name(
         "groups come back with about 2 of 8 rewards, often one, and teach little",
         BASE,
         slow=0.2,
+        tags=("shared",),
+    ),
+    Regime(
+        "floor",
+        "half the environments give 0.2 for a failed, well-formed attempt (reward = 0.2 + 0.8 x the verifier's "
+        "score, as a format reward adds): an all-fail group scores 0.2 there, 0 elsewhere",
+        BASE,
+        floor_envs=0.5,
         tags=("shared",),
     ),
     Regime(

@@ -14,6 +14,7 @@ from envsched_core.worlds import (
     STRESS_REGIMES,
     Regime,
     WorldSimulator,
+    by_name,
     calibrate,
 )
 
@@ -349,6 +350,35 @@ def test_worlds_partial_groups_come_back_short_with_the_plain_worlds_rewards():
     assert (metrics["rollouts"] == 8 * g).all()
     with pytest.raises(ValueError, match="partial=1.0"):
         WorldSimulator(config, partial=1.0)
+
+
+def test_worlds_with_a_reward_floor_rescale_the_outcome_and_train_alike():
+    config = replace(SMALL, n_envs=10, drift=0.0)
+    plain = WorldSimulator(config, seed=4)
+    sim = WorldSimulator(config, seed=4, floor_envs=0.4)
+    ids = np.asarray(plain.task_ids)
+    floored = sim._floored[sim._train_rows]
+    assert len(np.unique(sim._task_env[sim._train_rows][floored])) == 4  # whole environments
+    batch = pd.DataFrame({"task_id": ids})
+    expected, got = plain.rollout(batch, step=1), sim.rollout(batch, step=1)
+    on_floor = got["task_id"].isin(ids[floored]).to_numpy()
+    np.testing.assert_allclose(got["reward"][on_floor], 0.2 + 0.8 * expected["reward"][on_floor])
+    np.testing.assert_array_equal(got["reward"][~on_floor], expected["reward"][~on_floor])
+    np.testing.assert_allclose(
+        sim.expected_variance(), np.where(floored, 0.64, 1.0) * plain.expected_variance()
+    )
+    # the same outcomes push the policy the same way, floor or not
+    plain.train(expected, max_groups=len(ids))
+    sim.train(got, max_groups=len(ids))
+    np.testing.assert_allclose(sim.theta, plain.theta)
+    with pytest.raises(ValueError, match="floor_envs=1.5"):
+        WorldSimulator(config, floor_envs=1.5)
+
+
+def test_regime_names_are_unique():
+    assert STRESS_REGIMES["slow"].config.lr == 2.0 and STRESS_REGIMES["slow-tasks"].slow > 0
+    with pytest.raises(ValueError, match="'t' is given twice"):
+        by_name(Regime("t", "one", SMALL), Regime("t", "two", SMALL))
 
 
 def test_worlds_without_flaky_tasks_are_the_plain_simulator():
