@@ -15,7 +15,7 @@ or environment updates, a scrambled catalogue with coin-flip verifiers, three en
 tasks, noisy verifiers, broken environments, uneven environment sizes, environments added mid-campaign,
 environment ids that name benchmarks or single tasks, environments held out whole, tasks that never pass,
 environment outages, a judge blind to the policy, copied tasks, tasks whose groups never come back, groups
-that come back short).
+that come back short, rewards with a floor).
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
 (DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
 first K steps before the next one is selected.
@@ -30,7 +30,8 @@ attack worlds with flaky verifiers (or broken ones, which never pass), the share
 the 10 steps from the one they join at; where some environments go down (`outage`), the share of each batch in
 them over the 10 steps from the outage's first and from the step they are back; where tasks are copies of others
 (`duplicates`), the share of each batch whose original is already in it; where groups never come back (`lost`,
-`lost-envs`) or come back with most rewards missing (`slow-tasks`), the share of each batch on those tasks. The best scheduler of a regime has
+`lost-envs`) or come back with most rewards missing (`slow-tasks`), the share of each batch on those tasks; where half
+the environments' rewards have a floor (`floor`), the share of each batch in them. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
 the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
 same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
@@ -215,6 +216,7 @@ WATCHED = {
     "repeats": ("repeat picks", repeats, None),
     "lost": ("lost picks", share_of("lost_tasks"), None),
     "slow-tasks": ("slow-task picks", share_of("slow_tasks"), None),
+    "floored": ("floor-env picks", share_of("floored_tasks"), None),
 }
 
 

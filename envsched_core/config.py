@@ -184,6 +184,11 @@ class SchedulerConfig:
     (milestones, turns passed before the first failure) it tilts toward the groups where passes and failures meet.
     Training still uses the graded rewards; binary rewards read the same for every w (docs/scheduler.md,
     "Full passes or partial credit")."""
+    reward_floor: bool = True
+    """Read each environment's rewards above its floor, the lowest reward it has returned: (r - f) / (1 - f). An
+    environment that credits a failed attempt (a format reward) then reads as one that scores it 0, as GRPO's
+    normalised advantages read it; where a 0 has been seen nothing changes. False: rewards as they come
+    (envsched_core/reward_floor.py; docs/scheduler.md, "Rewards with a floor")."""
     training_dispersion: bool = False
     """Outcome predictor: the dispersion ratios (c_e per environment, and per task with task_dispersion) are the
     realised variance of the reward the trainer uses (the graded one) over the blended reading's mean (1 - mean),

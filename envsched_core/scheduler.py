@@ -51,6 +51,7 @@ from .oversample import InformativeShare
 from .predictor import VariancePredictor
 from .progress import LearningProgress
 from .refill import StepRounds
+from .reward_floor import RewardFloors
 from .short_groups import ShortGroups
 from .silence import SilentTasks
 from .solvability import TaskSolvability
@@ -223,6 +224,8 @@ class EnvSched:
         self.share = InformativeShare()  # sizes over-sampled first rounds (``oversample_factor``)
         self.silent = SilentTasks(n_tasks, self.cfg.silence_backoff)  # selections no group came back from
         self.short = self._short_groups()  # the share of each task's rollouts that came back
+        # each environment's lowest reward, its floor
+        self.floors = RewardFloors(catalog.n_envs) if self.cfg.reward_floor else None
 
     def _short_groups(self) -> ShortGroups | None:
         prior = self.cfg.short_group_prior
@@ -604,6 +607,12 @@ class EnvSched:
             for step, part in unblended.groupby("step", sort=True):
                 self.rounds.observed(int(step), part["idx"].to_numpy(), part["variance"].to_numpy())
                 self.share.observed(int(step), part["variance"].to_numpy())
+        if self.floors is not None:  # each environment's rewards read above its floor (reward_floor.py)
+            env, reward = self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float)
+            raw = group_outcomes(rollouts, idx) if unblended is None else unblended
+            flat = raw[(raw["variance"] < 1e-12) & (raw["size"] >= 2) & (raw["mean"] < CORRECT_REWARD)]
+            self.floors.update(env, reward, self.catalog.env[flat["idx"].to_numpy()], flat["mean"].to_numpy())
+            rollouts = rollouts.assign(reward=self.floors.rescale(env, reward))
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
             rollouts = rollouts.assign(reward=(1 - w) * reward + w * (reward >= CORRECT_REWARD))
@@ -705,6 +714,7 @@ class EnvSched:
             "share": self.share.state_dict(),
             "silence": self.silent.state_dict(),
             "short_groups": self.short.state_dict() if self.short is not None else {},
+            "reward_floors": self.floors.state_dict() if self.floors is not None else {},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -758,4 +768,7 @@ class EnvSched:
         self.short = self._short_groups()  # absent or empty: saved before, or with none come back short
         if self.short is not None and state.get("short_groups"):
             self.short.load_state_dict(state["short_groups"])
+        self.floors = RewardFloors(self.catalog.n_envs) if self.cfg.reward_floor else None
+        if self.floors is not None and state.get("reward_floors"):  # absent: saved before floors were kept
+            self.floors.load_state_dict(state["reward_floors"])
         self._cache = None

@@ -404,6 +404,11 @@ class WorldSimulator(Simulator):
         return self._lost[self._train_rows]
 
     @property
+    def floored_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of those whose reward has a floor (`floor_envs`; oracle)."""
+        return self._floored[self._train_rows]
+
+    @property
     def slow_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of the `slow` ones, which lose most rollouts (oracle)."""
         return self._slow[self._train_rows]

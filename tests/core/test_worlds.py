@@ -357,7 +357,7 @@ def test_worlds_with_a_reward_floor_rescale_the_outcome_and_train_alike():
     plain = WorldSimulator(config, seed=4)
     sim = WorldSimulator(config, seed=4, floor_envs=0.4)
     ids = np.asarray(plain.task_ids)
-    floored = sim._floored[sim._train_rows]
+    floored = sim.floored_tasks
     assert len(np.unique(sim._task_env[sim._train_rows][floored])) == 4  # whole environments
     batch = pd.DataFrame({"task_id": ids})
     expected, got = plain.rollout(batch, step=1), sim.rollout(batch, step=1)
