@@ -173,3 +173,22 @@ def test_envsched_holds_back_a_task_whose_samples_the_trainer_keeps_dropping(bac
     # picked at least twice, its silence then known, it is not handed out again; with the rule off it is
     assert sum(picked[:6]) >= 2
     assert any(picked[6:]) != held_back
+
+
+def test_envsched_hands_out_less_often_a_task_whose_groups_the_trainer_returns_short():
+    short = set(TASKS["task_id"][:3])  # the trainer keeps one of these tasks' two samples
+    picks = {}
+    for prior in (2.0, 0.0):
+        scheduler = make_scheduler("envsched", TASKS, 4, 2, seed=1, options={"short_group_prior": prior})
+        b = StepBatches(scheduler, ROWS, 4)
+        picks[prior] = 0
+        for _ in range(20):
+            step, _ = b.next_batch()
+            tasks, rewards = [], []
+            for t in b.batches[step]:
+                # every task passes half the time: a whole group reads 0 and 1, a short one alternates
+                group = [float(step % 2)] if t in short else [0.0, 1.0]
+                tasks, rewards = tasks + [t] * len(group), rewards + group
+                picks[prior] += t in short
+            b.observe(step, tasks, rewards)
+    assert picks[2.0] < 0.6 * picks[0.0]
