@@ -17,8 +17,10 @@ mixed group of 1 and 0.5) is not read on another scale, since no whole group sat
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-FULL_PASS = 1.0
+from .stats import CORRECT_REWARD, FLOAT_NOISE
+
 SAME = 1e-9  # a group's mean reward and its rollouts' differ by float rounding only
 
 
@@ -30,23 +32,31 @@ class RewardFloors:
         self.lowest_group = np.full(n_envs, np.inf)
 
     def update(
-        self, env: np.ndarray, reward: np.ndarray, group_env: np.ndarray, group_floor: np.ndarray
+        self, env: np.ndarray, reward: np.ndarray, groups: pd.DataFrame, group_env: np.ndarray
     ) -> None:
-        """Rollouts of environments ``env`` returned ``reward``; groups of environments ``group_env`` scored
-        ``group_floor`` in every rollout (all-fail groups: at least two rollouts, all equal, below a full pass)."""
+        """Rollouts of environments ``env`` returned ``reward``; ``groups`` are their groups (`group_outcomes`:
+        mean, variance, size), of environments ``group_env``. Its all-fail groups (at least two rollouts, all
+        equal, below a full pass) are the ones that can confirm a floor."""
+        flat = (
+            (groups["variance"].to_numpy() < FLOAT_NOISE)
+            & (groups["size"].to_numpy() >= 2)
+            & (groups["mean"].to_numpy() < CORRECT_REWARD)
+        )
         np.minimum.at(self.lowest, env, reward)
-        np.minimum.at(self.lowest_group, group_env, group_floor)
+        np.minimum.at(self.lowest_group, group_env[flat], groups["mean"].to_numpy()[flat])
 
     @property
     def floor(self) -> np.ndarray:
         """(n_envs,) each environment's floor: its lowest reward where a whole group sat at it, else 0."""
-        confirmed = (self.lowest_group <= self.lowest + SAME) & (self.lowest < FULL_PASS)
+        confirmed = (self.lowest_group <= self.lowest + SAME) & (self.lowest < CORRECT_REWARD)
         return np.where(confirmed, self.lowest, 0.0)
 
     def rescale(self, env: np.ndarray, reward: np.ndarray) -> np.ndarray:
         """``reward`` read above its environment's floor: (r - f) / (1 - f); a full pass stays a full pass."""
         floor = self.floor[env]
-        return np.where(reward < FULL_PASS, np.clip((reward - floor) / (FULL_PASS - floor), 0.0, 1.0), reward)
+        return np.where(
+            reward < CORRECT_REWARD, np.clip((reward - floor) / (CORRECT_REWARD - floor), 0.0, 1.0), reward
+        )
 
     def state_dict(self) -> dict:
         return {"lowest": self.lowest.copy(), "lowest_group": self.lowest_group.copy()}

@@ -72,9 +72,9 @@ class Predicted:
     n: np.ndarray
     v_opt: np.ndarray | None
     uncertainty: np.ndarray
+    blocked: np.ndarray  # tasks in a back-off after a silent selection (``silence_backoff``)
     variance: np.ndarray | None = None  # the predicted variance where v_hat is horizon-discounted
     transfer: np.ndarray | float = 1.0  # frontier transfer factor; informed coverage weighs v_opt by it
-    blocked: np.ndarray | None = None  # tasks in a back-off after a silent selection (``silence_backoff``)
 
 
 def filling_quota(env_sizes: np.ndarray, batch_size: int) -> int:
@@ -220,16 +220,20 @@ class EnvSched:
         self._cross_signature: np.ndarray | None = None  # what the current X was ranked under
         self._refresh_cross()
         self._cache: tuple | None = None  # (step, v_hat, evidence) of the last prediction
+        self._new_trackers()
+
+    def _new_trackers(self) -> None:
+        """Fresh trackers of what came back, step by step (``load_state_dict`` starts from these too, so a state
+        saved before one of them existed loads with it empty)."""
+        cfg, n_tasks = self.cfg, len(self.catalog)
         self.rounds = StepRounds()  # the step being rolled out, for refill rounds (``refill_rounds``)
         self.share = InformativeShare()  # sizes over-sampled first rounds (``oversample_factor``)
-        self.silent = SilentTasks(n_tasks, self.cfg.silence_backoff)  # selections no group came back from
-        self.short = self._short_groups()  # the share of each task's rollouts that came back
+        self.silent = SilentTasks(n_tasks, cfg.silence_backoff)  # selections no group came back from
+        # the share of each task's rollouts that came back
+        prior = cfg.short_group_prior
+        self.short = ShortGroups(n_tasks, cfg.group_size, prior) if prior > 0 else None
         # each environment's lowest reward, its floor
-        self.floors = RewardFloors(catalog.n_envs) if self.cfg.reward_floor else None
-
-    def _short_groups(self) -> ShortGroups | None:
-        prior = self.cfg.short_group_prior
-        return ShortGroups(len(self.catalog), self.cfg.group_size, prior) if prior > 0 else None
+        self.floors = RewardFloors(self.catalog.n_envs) if cfg.reward_floor else None
 
     # --- prediction -------------------------------------------------------------------------------
     def _refresh_cross(self) -> None:
@@ -317,15 +321,15 @@ class EnvSched:
                     n + silences,
                     out.v_opt,
                     confidence,
+                    blocked,
                     out.v_hat,
                     transfer,
-                    blocked,
                 )
             else:
                 c = self.predictor.components(self.stats, step)
                 v_hat, u = self.predictor.fuse(c)
                 evidence = ((c.n + c.N_W + c.N_X) > 0) & ~blocked
-                predicted = Predicted(v_hat, evidence, c.n + silences, None, u, blocked=blocked)
+                predicted = Predicted(v_hat, evidence, c.n + silences, None, u, blocked)
             self._cache = (step, predicted, out)
         return self._cache[1]
 
@@ -601,7 +605,8 @@ class EnvSched:
         cfg = self.cfg
         dynamic = cfg.refill_rounds or cfg.oversample_factor
         # the groups of the reward the trainer uses, before the blend below
-        unblended = group_outcomes(rollouts, idx) if cfg.training_dispersion or dynamic else None
+        needed = cfg.training_dispersion or dynamic or self.floors is not None
+        unblended = group_outcomes(rollouts, idx) if needed else None
         training = unblended["variance"].to_numpy() if cfg.training_dispersion else None
         if dynamic:  # the trainer's rewards decide which groups are informative
             for step, part in unblended.groupby("step", sort=True):
@@ -609,9 +614,7 @@ class EnvSched:
                 self.share.observed(int(step), part["variance"].to_numpy())
         if self.floors is not None:  # each environment's rewards read above its floor (reward_floor.py)
             env, reward = self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float)
-            raw = group_outcomes(rollouts, idx) if unblended is None else unblended
-            flat = raw[(raw["variance"] < 1e-12) & (raw["size"] >= 2) & (raw["mean"] < CORRECT_REWARD)]
-            self.floors.update(env, reward, self.catalog.env[flat["idx"].to_numpy()], flat["mean"].to_numpy())
+            self.floors.update(env, reward, unblended, self.catalog.env[unblended["idx"].to_numpy()])
             rollouts = rollouts.assign(reward=self.floors.rescale(env, reward))
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
@@ -755,20 +758,16 @@ class EnvSched:
             if self.cfg.cross_refresh_every == 1:
                 self._cross_signature = cross_signature(self.catalog, self.cfg, self.stats)
         self.last_refresh_step = int(state["last_refresh_step"])
-        self.rounds = StepRounds()  # absent: saved before refill rounds existed
-        if "rounds" in state:
-            self.rounds.load_state_dict(state["rounds"])
-        self.share = InformativeShare()  # absent: saved before over-sampled first rounds existed
-        if "share" in state:
-            self.share.load_state_dict(state["share"])
-        # absent: saved before silent selections were kept
-        self.silent = SilentTasks(len(self.catalog), self.cfg.silence_backoff)
-        if "silence" in state:
-            self.silent.load_state_dict(state["silence"])
-        self.short = self._short_groups()  # absent or empty: saved before, or with none come back short
-        if self.short is not None and state.get("short_groups"):
-            self.short.load_state_dict(state["short_groups"])
-        self.floors = RewardFloors(self.catalog.n_envs) if self.cfg.reward_floor else None
-        if self.floors is not None and state.get("reward_floors"):  # absent: saved before floors were kept
-            self.floors.load_state_dict(state["reward_floors"])
+        # absent (saved before the tracker existed, or one that was off) or empty: the fresh one
+        self._new_trackers()
+        trackers = {
+            "rounds": self.rounds,
+            "share": self.share,
+            "silence": self.silent,
+            "short_groups": self.short,
+            "reward_floors": self.floors,
+        }
+        for key, tracker in trackers.items():
+            if tracker is not None and state.get(key):
+                tracker.load_state_dict(state[key])
         self._cache = None

@@ -20,6 +20,8 @@ ROLLOUT_COLUMNS = ("task_id", "step", "reward")
 CORRECT_REWARD = 1.0
 """A rollout is *correct* when its reward is >= this: the binary accuracy of DPS / MoPPS (their code
 converts every reward with ``acc >= 1``), so a graded reward counts as correct only at full credit."""
+FLOAT_NOISE = 1e-12
+"""A group variance below this is float rounding: the group's rewards are all equal."""
 
 
 def validate_rollouts(rollouts: pd.DataFrame, catalog: TaskCatalog) -> np.ndarray:
@@ -77,13 +79,13 @@ def group_outcomes(rollouts: pd.DataFrame, idx: np.ndarray) -> pd.DataFrame:
 def group_summary(idx: np.ndarray, reward: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per distinct task row in ``idx`` (one step's rollouts): (rows, mean, population variance,
     accuracy, count), where accuracy is the share of rewards >= ``CORRECT_REWARD``. Bincounts, so a
-    million rollouts stay cheap; variances below 1e-12 are float noise and become exactly 0 (an
+    million rollouts stay cheap; variances below ``FLOAT_NOISE`` are float noise and become exactly 0 (an
     all-equal group must not look "mixed")."""
     rows, inv = np.unique(idx, return_inverse=True)
     count = np.bincount(inv).astype(float)
     mean = np.bincount(inv, weights=reward) / count
     var = np.maximum(np.bincount(inv, weights=reward * reward) / count - mean * mean, 0.0)
-    var[var < 1e-12] = 0.0
+    var[var < FLOAT_NOISE] = 0.0
     accuracy = np.bincount(inv, weights=(reward >= CORRECT_REWARD).astype(float)) / count
     return rows, mean, var, accuracy, count
 

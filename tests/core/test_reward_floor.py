@@ -12,19 +12,29 @@ from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.reward_floor import RewardFloors
 
 
+def update(floors, env, reward, group_env, group_rewards):
+    """Fold rollouts and their groups (each given by its rewards) into ``floors``."""
+    groups = pd.DataFrame(
+        {
+            "mean": [np.mean(r) for r in group_rewards],
+            "variance": [np.var(r) for r in group_rewards],
+            "size": [len(r) for r in group_rewards],
+        }
+    )
+    floors.update(np.array(env), np.array(reward), groups, np.array(group_env, dtype=np.int64))
+
+
 def test_a_floor_counts_once_a_whole_group_sat_at_the_lowest_reward():
     floors = RewardFloors(3)
     # env 0: a mixed group of 1 and 0.5 (a graded environment's good start): no floor
-    floors.update(np.array([0] * 4), np.array([1.0, 1.0, 0.5, 0.5]), np.array([], int), np.array([]))
+    update(floors, [0] * 4, [1.0, 1.0, 0.5, 0.5], [0], [[1.0, 1.0, 0.5, 0.5]])
     # env 1: an all-fail group at 0.2; env 2: one at 0 (any ordinary environment)
-    floors.update(
-        np.array([1, 1, 2, 2]), np.array([0.2, 0.2, 0.0, 0.0]), np.array([1, 2]), np.array([0.2, 0.0])
-    )
+    update(floors, [1, 1, 2, 2], [0.2, 0.2, 0.0, 0.0], [1, 2], [[0.2, 0.2], [0.0, 0.0]])
     np.testing.assert_allclose(floors.floor, [0.0, 0.2, 0.0])
     env = np.array([1, 1, 1, 0])
     np.testing.assert_allclose(floors.rescale(env, np.array([0.2, 0.6, 1.0, 0.5])), [0.0, 0.5, 1.0, 0.5])
     # a lower reward in env 1 without a whole group at it: the floor is no longer confirmed
-    floors.update(np.array([1]), np.array([0.1]), np.array([], int), np.array([]))
+    update(floors, [1], [0.1], [1], [[0.1]])
     assert floors.floor[1] == 0.0
     restored = RewardFloors(3)
     restored.load_state_dict(copy.deepcopy(floors.state_dict()))
