@@ -43,6 +43,18 @@ def rollouts_for(
     return pd.DataFrame({"task_id": np.repeat(ids, group_size), "step": step, "reward": reward.ravel()})
 
 
+def run_steps(sched, success, steps: int, first: int = 1, returned=None) -> list[pd.DataFrame]:
+    """Steps of select -> observe on `rollouts_for` rewards; ``returned(rollouts)`` is the mask of the rows the
+    trainer hands back (None: all of them). The batches."""
+    batches = []
+    for step in range(first, first + steps):
+        batch = sched.select(step)
+        rollouts = rollouts_for(batch, step, success)
+        sched.observe(rollouts if returned is None else rollouts[returned(rollouts)])
+        batches.append(batch)
+    return batches
+
+
 def group(task_id: str, step: int, rewards: list[float]) -> pd.DataFrame:
     """One task's rollouts at one step with the given rewards."""
     return pd.DataFrame({"task_id": task_id, "step": step, "reward": rewards})

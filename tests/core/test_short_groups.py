@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-from task_frames import make_tasks, rollouts_for
+from task_frames import make_tasks, run_steps
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.short_groups import ShortGroups
@@ -48,14 +48,11 @@ def catalog():
 
 def run(sched, success, steps, slow=frozenset(), first=1):
     """Steps of select -> observe; each ``slow`` task's group comes back with only its first 2 rewards."""
-    batches = []
-    for step in range(first, first + steps):
-        batch = sched.select(step)
-        rollouts = rollouts_for(batch, step, success)
-        number = rollouts.groupby("task_id").cumcount()
-        sched.observe(rollouts[~rollouts["task_id"].isin(slow) | (number < 2)])
-        batches.append(batch)
-    return batches
+
+    def returned(rollouts):
+        return ~rollouts["task_id"].isin(slow) | (rollouts.groupby("task_id").cumcount() < 2)
+
+    return run_steps(sched, success, steps, first, returned)
 
 
 def test_envsched_picks_tasks_whose_groups_come_back_short_less_than_with_the_rule_off(catalog):

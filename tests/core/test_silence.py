@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-from task_frames import make_tasks, rollouts_for
+from task_frames import make_tasks, run_steps
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.silence import SilentTasks
@@ -75,13 +75,7 @@ def catalog():
 
 def run(sched, success, steps, lost=frozenset(), first=1):
     """Steps of select -> observe, the groups of ``lost`` tasks dropped; the batches."""
-    batches = []
-    for step in range(first, first + steps):
-        batch = sched.select(step)
-        rollouts = rollouts_for(batch, step, success)
-        sched.observe(rollouts[~rollouts["task_id"].isin(lost)])
-        batches.append(batch)
-    return batches
+    return run_steps(sched, success, steps, first, lambda rollouts: ~rollouts["task_id"].isin(lost))
 
 
 def test_envsched_holds_back_tasks_that_never_answer_and_picks_them_less_than_with_the_rule_off(catalog):

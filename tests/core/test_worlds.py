@@ -19,6 +19,14 @@ from envsched_core.worlds import (
 )
 
 SMALL = replace(BASE, n_envs=6, tasks_per_env=10, heldout_per_env=2)
+TEN_ENVS = replace(SMALL, n_envs=10, drift=0.0)
+
+
+def every_task_once(config=TEN_ENVS, seed=4):
+    """The plain world, a batch of every training task, and the rollouts it returns at step 1."""
+    plain = WorldSimulator(config, seed=seed)
+    batch = pd.DataFrame({"task_id": np.asarray(plain.task_ids)})
+    return plain, batch, plain.rollout(batch, step=1)
 
 
 def test_worlds_differ_by_seed_and_repeat_for_the_same_seed():
@@ -91,7 +99,7 @@ def heldout_of(sim: WorldSimulator) -> float:
 
 
 def test_worlds_flaky_environments_break_every_training_task_of_the_chosen_environments():
-    sim = WorldSimulator(replace(SMALL, n_envs=10, drift=0.0), seed=4, flaky_envs=0.2)
+    sim = WorldSimulator(TEN_ENVS, seed=4, flaky_envs=0.2)
     env_of = sim._task_env[sim._train_rows]
     broken = np.unique(env_of[sim.flaky_tasks])
     assert len(broken) == 2  # exactly round(0.2 x 10) environments
@@ -99,7 +107,7 @@ def test_worlds_flaky_environments_break_every_training_task_of_the_chosen_envir
     before = sim.success_probability()
     sim.theta += 2.0
     np.testing.assert_array_equal(sim.success_probability()[sim.flaky_tasks], before[sim.flaky_tasks])
-    plain = WorldSimulator(replace(SMALL, n_envs=10, drift=0.0), seed=4)
+    plain = WorldSimulator(TEN_ENVS, seed=4)
     assert heldout_of(sim) == heldout_of(plain)  # held-out tasks of broken environments stay true
     with pytest.raises(ValueError, match="flaky_envs=1.0"):
         WorldSimulator(SMALL, flaky_envs=1.0)
@@ -281,11 +289,9 @@ def test_worlds_judged_environments_score_a_fixed_level_with_a_small_spread_what
 
 
 def test_worlds_lost_groups_never_come_back_and_count_as_spent():
-    config = replace(SMALL, n_envs=10, drift=0.0)
-    plain = WorldSimulator(config, seed=4)
-    ids = np.asarray(plain.task_ids)
-    batch = pd.DataFrame({"task_id": ids})
-    expected = plain.rollout(batch, step=1)
+    config = TEN_ENVS
+    plain, batch, expected = every_task_once()
+    ids = batch["task_id"].to_numpy()
     for kind in ({"lost": 0.2}, {"lost_envs": 0.2}):
         sim = WorldSimulator(config, seed=4, **kind)
         lost = sim.lost_tasks
@@ -318,11 +324,9 @@ def test_worlds_lost_groups_never_come_back_and_count_as_spent():
 
 
 def test_worlds_partial_groups_come_back_short_with_the_plain_worlds_rewards():
-    config = replace(SMALL, n_envs=10, drift=0.0)
-    plain = WorldSimulator(config, seed=4)
-    ids = np.asarray(plain.task_ids)
-    batch = pd.DataFrame({"task_id": ids})
-    expected = plain.rollout(batch, step=1)
+    config = TEN_ENVS
+    plain, batch, expected = every_task_once()
+    ids = batch["task_id"].to_numpy()
     g = config.group_size
 
     sim = WorldSimulator(config, seed=4, partial=0.25)
@@ -353,14 +357,13 @@ def test_worlds_partial_groups_come_back_short_with_the_plain_worlds_rewards():
 
 
 def test_worlds_with_a_reward_floor_rescale_the_outcome_and_train_alike():
-    config = replace(SMALL, n_envs=10, drift=0.0)
-    plain = WorldSimulator(config, seed=4)
+    config = TEN_ENVS
+    plain, batch, expected = every_task_once()
     sim = WorldSimulator(config, seed=4, floor_envs=0.4)
-    ids = np.asarray(plain.task_ids)
+    ids = batch["task_id"].to_numpy()
     floored = sim.floored_tasks
     assert len(np.unique(sim._task_env[sim._train_rows][floored])) == 4  # whole environments
-    batch = pd.DataFrame({"task_id": ids})
-    expected, got = plain.rollout(batch, step=1), sim.rollout(batch, step=1)
+    got = sim.rollout(batch, step=1)
     on_floor = got["task_id"].isin(ids[floored]).to_numpy()
     np.testing.assert_allclose(got["reward"][on_floor], 0.2 + 0.8 * expected["reward"][on_floor])
     np.testing.assert_array_equal(got["reward"][~on_floor], expected["reward"][~on_floor])
