@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-from task_frames import make_tasks, run_steps
+from task_frames import assert_resumes_exactly, make_tasks, run_steps
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.short_groups import ShortGroups
@@ -79,15 +79,10 @@ def test_envsched_state_round_trip_resumes_exactly_and_an_older_state_loads(cata
     success = dict.fromkeys(catalog.task_ids, 0.4)
     slow = set(catalog.task_ids[::3])
     cfg = SchedulerConfig(batch_size=16)
-    original = EnvSched(catalog, cfg, seed=3)
-    run(original, success, 3, slow)
-    state = copy.deepcopy(original.state_dict())
-    resumed = EnvSched(catalog, cfg, seed=99)
-    resumed.load_state_dict(state)
-    for a, b in zip(
-        run(original, success, 4, slow, first=4), run(resumed, success, 4, slow, first=4), strict=True
-    ):
-        pd.testing.assert_frame_equal(a, b)
+    state = assert_resumes_exactly(
+        lambda seed: EnvSched(catalog, cfg, seed=seed),
+        lambda sched, steps, first: run(sched, success, steps, slow, first=first),
+    )
     older = {k: v for k, v in state.items() if k != "short_groups"}  # saved before short groups were kept
     fresh = EnvSched(catalog, cfg, seed=3)
     fresh.load_state_dict(older)
