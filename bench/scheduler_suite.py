@@ -14,8 +14,8 @@ B = 128, easier tasks, 10-check graded rewards, slow learning, the paper's regim
 or environment updates, a scrambled catalogue with coin-flip verifiers, three environments, multi-step
 tasks, noisy verifiers, broken environments, uneven environment sizes, environments added mid-campaign,
 environment ids that name benchmarks or single tasks, environments held out whole, tasks that never pass,
-environment outages, a judge blind to the policy, copied tasks, tasks whose groups never come back, groups
-that come back short, rewards with a floor).
+environment outages, a judge blind to the policy, copied tasks, look-alike tasks, tasks whose groups never come
+back, groups that come back short, rewards with a floor, environments mastered or out of reach from the start).
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
 (DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
 first K steps before the next one is selected.

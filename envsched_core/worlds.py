@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Seventeen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Nineteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -41,6 +41,8 @@ Seventeen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base sim
   (a template filled in again, a task scraped twice): the same tools, difficulty and skills, the task's own skill
   included, so training either trains both; the embedding a near copy, the text drawn again. A batch that holds a
   task twice holds fewer distinct tasks than it seems.
+  `lookalikes`: the copies only look the same (the catalogue shows exactly what `duplicates` shows) but keep their
+  own private difficulty and task skill (a template filled in with other values, as hard as those make it).
 * lost groups (`lost`, `lost_envs`): a share of the training tasks, or every training task of a share of the
   environments, never gets a group back: each rollout hangs past the runner's timeout or errors, and the trainer
   drops the group instead of scoring it (a runner that skips a crashed sandbox, a trainer's own sample filter).
@@ -58,6 +60,9 @@ Seventeen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base sim
   `FLOOR` + (1 - `FLOOR`) x its verifier's score (credit for a well-formed attempt, as a format reward adds), so a
   failed rollout scores 0.2 there and 0 elsewhere. The outcome is the same, on another scale: a group's push is
   the unscaled outcome's spread, and GRPO's normalised advantages do not see the floor at all.
+* settled environments (`settled_envs`): that share of the environments is `SETTLED` logits easier or harder
+  (the sign drawn per environment) than drawn, training and held-out tasks alike, from the start: mastered or out
+  of reach (a policy that has trained on most of its catalogue before). Drawn from a stream of its own.
 * multi-step tasks (`chain`): a rollout makes its task's gold calls in order and stops at the first one that
   fails, each succeeding with q_i = sigmoid(z_i + a_n), a_n = logit(2^(-1/n)) for n gold calls (so that
   the full pass, q^n, is 1/2 where z = 0). A binary verifier scores the full pass; a graded one the share of
@@ -104,6 +109,7 @@ from .simulator import SimConfig, Simulator, _position_in_env
 JUDGE_SD = 0.02  # the spread of a `judged` environment's score between rollouts of one task
 SLOW_LOSS = 0.75  # the chance that one rollout of a `slow` task is lost
 FLOOR = 0.2  # a `floor_envs` environment's reward for a failed but well-formed attempt
+SETTLED = 6.0  # logits by which a `settled_envs` environment is easier or harder than drawn
 
 SCRAMBLED_COLUMNS = (
     "text",
@@ -145,6 +151,7 @@ class WorldSimulator(Simulator):
         outage_step: int = 11,
         outage_steps: int = 10,
         duplicates: float = 0.0,
+        lookalikes: float = 0.0,
         judged: float = 0.0,
         lost: float = 0.0,
         lost_envs: float = 0.0,
@@ -152,6 +159,7 @@ class WorldSimulator(Simulator):
         partial: float = 0.0,
         slow: float = 0.0,
         floor_envs: float = 0.0,
+        settled_envs: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -198,8 +206,12 @@ class WorldSimulator(Simulator):
             )
         if not 0.0 <= noise < 0.5:
             raise ValueError(f"WorldSimulator: noise={noise} must be in [0, 0.5).")
-        if duplicates and unseen_envs:
-            raise ValueError("WorldSimulator: duplicates and unseen_envs do not combine.")
+        if not 0.0 <= lookalikes < 1.0:
+            raise ValueError(f"WorldSimulator: lookalikes={lookalikes} must be in [0, 1).")
+        if (duplicates or lookalikes) and unseen_envs:
+            raise ValueError("WorldSimulator: duplicates or lookalikes and unseen_envs do not combine.")
+        if duplicates and lookalikes:
+            raise ValueError("WorldSimulator: duplicates and lookalikes are two kinds of copy; choose one.")
         if chain and (flaky or flaky_envs or noise or broken or outage or judged or floor_envs):
             raise ValueError(
                 "WorldSimulator: chain tasks do not combine with flaky, broken, noisy, judged or floored verifiers or "
@@ -207,6 +219,8 @@ class WorldSimulator(Simulator):
             )
         if not 0.0 <= floor_envs <= 1.0:
             raise ValueError(f"WorldSimulator: floor_envs={floor_envs} must be in [0, 1].")
+        if not 0.0 <= settled_envs < 1.0:
+            raise ValueError(f"WorldSimulator: settled_envs={settled_envs} must be in [0, 1).")
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
         self.flaky_envs, self.broken = float(flaky_envs), float(broken)
@@ -216,7 +230,7 @@ class WorldSimulator(Simulator):
         self.chain, self.noise = bool(chain), float(noise)
         self.shift, self.shift_step, self.shift_size = float(shift), int(shift_step), float(shift_size)
         self.outage, self.outage_step, self.outage_steps = float(outage), int(outage_step), int(outage_steps)
-        self.duplicates = float(duplicates)
+        self.duplicates, self.lookalikes = float(duplicates), float(lookalikes)
         self.lost, self.lost_envs, self.dropped = float(lost), float(lost_envs), float(dropped)
         self.partial, self.slow = float(partial), float(slow)
         self.floor_envs = float(floor_envs)
@@ -257,6 +271,10 @@ class WorldSimulator(Simulator):
         moved = rng.random(config.n_envs) < self.shift
         sign = rng.choice([-1.0, 1.0], size=config.n_envs)
         self._shift_offset = (moved * sign * self.shift_size)[self._task_env]  # per task, train and held-out
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 19]))
+        settled, sign = rng.random(config.n_envs) < settled_envs, rng.choice([-1.0, 1.0], size=config.n_envs)
+        self._difficulty0 = self._difficulty0 + (settled * sign * SETTLED)[self._task_env]
+        self._set_steps_done(0)
 
     @property
     def shifted_envs(self) -> np.ndarray:
@@ -267,7 +285,7 @@ class WorldSimulator(Simulator):
 
     def _build_world(self, rng: np.random.Generator) -> None:
         super()._build_world(rng)
-        if self.duplicates > 0:
+        if self.duplicates > 0 or self.lookalikes > 0:
             self._copy_tasks()
         self._difficulty0 = self._difficulty  # before any shift; `_difficulty` is replaced, never edited
         self._calls = np.maximum(self._gold_calls, 1)  # the steps of a multi-step (chain) task
@@ -278,19 +296,30 @@ class WorldSimulator(Simulator):
         (uniform over its originals; the first task of an environment is always an original): the same tools,
         gold calls, turns, difficulty and skills, the task skill included, so training a copy trains its original;
         the embedding a near copy (cosine ~0.995) and the text re-drawn as for any task of those tools. Drawn
-        from a stream of their own; held-out tasks are never copies."""
+        from a stream of their own; held-out tasks are never copies.
+
+        With ``lookalikes`` instead, a copy looks the same (tools, gold calls, turns, near-copy embedding, the same
+        environment, tool and family skills) but keeps its own private difficulty draw and its own task skill: a
+        template filled in with other values, as hard as its own values make it."""
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 11]))
         self._template = np.arange(self.n_train)  # per training task, the task it is a copy of (itself)
         rows = self._train_rows
         env = self._task_env[rows]
-        copy = (rng.random(self.n_train) < self.duplicates) & (_position_in_env(env) > 0)
+        share = self.duplicates or self.lookalikes
+        copy = (rng.random(self.n_train) < share) & (_position_in_env(env) > 0)
         originals = np.flatnonzero(~copy)
         for e in np.unique(env[copy]):  # a loop over environments: a few thousand at most
             mine = np.flatnonzero(copy & (env == e))
             self._template[mine] = rng.choice(originals[env[originals] == e], size=len(mine))
         src, dst = rows[self._template[copy]], rows[copy]
+        # a lookalike's private difficulty: its own draw less the part its gold calls and turns explain
+        private = self._difficulty[dst] - (0.25 * self._gold_calls[dst] + 0.15 * self._turns[dst])
+        task_skill = self._load_idx[dst, 9], self._load_w[dst, 9]
         for name in ("_task_types", "_gold_calls", "_turns", "_difficulty", "_load_idx", "_load_w"):
             getattr(self, name)[dst] = getattr(self, name)[src]
+        if self.lookalikes > 0:
+            self._difficulty[dst] = private + 0.25 * self._gold_calls[dst] + 0.15 * self._turns[dst]
+            self._load_idx[dst, 9], self._load_w[dst, 9] = task_skill
         emb = self._embedding[self._template[copy]]
         emb = emb + 0.1 * rng.normal(size=emb.shape) / np.sqrt(emb.shape[1])
         self._embedding[copy] = emb / np.linalg.norm(emb, axis=1, keepdims=True)
@@ -300,6 +329,12 @@ class WorldSimulator(Simulator):
         """Per training task (catalogue order), the position of the task it is a copy of (itself for an
         original; oracle, for metrics and tests)."""
         return self._template if self.duplicates > 0 else np.arange(self.n_train)
+
+    @property
+    def lookalike_templates(self) -> np.ndarray:
+        """Per training task (catalogue order), the position of the task it looks like (itself for an original;
+        oracle, for metrics and tests)."""
+        return self._template if self.lookalikes > 0 else np.arange(self.n_train)
 
     def _set_steps_done(self, steps: int) -> None:
         """Steps completed since reset, and the difficulties they imply (shifted from `shift_step` on)."""
@@ -595,6 +630,9 @@ class Regime:
     """How many steps the outage lasts; see `WorldSimulator`."""
     duplicates: float = 0.0
     """Share of training tasks that are copies of another task of their environment; see `WorldSimulator`."""
+    lookalikes: float = 0.0
+    """Share of training tasks that look like another task of their environment but are as hard as their own
+    draw; see `WorldSimulator`."""
     judged: float = 0.0
     """Share of environments scored by a judge blind to the policy, with a small spread; see `WorldSimulator`."""
     lost: float = 0.0
@@ -607,6 +645,8 @@ class Regime:
     """Chance that any one rollout is lost, so its group comes back short; see `WorldSimulator`."""
     slow: float = 0.0
     """Share of training tasks that lose each rollout with chance `SLOW_LOSS`; see `WorldSimulator`."""
+    settled_envs: float = 0.0
+    """Share of environments `SETTLED` logits easier or harder than drawn from the start; see `WorldSimulator`."""
     floor_envs: float = 0.0
     """Share of environments whose reward is `FLOOR` + (1 - `FLOOR`) x the verifier's score; see `WorldSimulator`."""
     shift: float = 0.0
@@ -638,6 +678,7 @@ class Regime:
             "broken": self.broken,
             "outage": self.outage,
             "duplicates": self.duplicates,
+            "lookalikes": self.lookalikes,
             "judged": self.judged,
             "lost": self.lost,
             "lost_envs": self.lost_envs,
@@ -645,6 +686,7 @@ class Regime:
             "partial": self.partial,
             "slow": self.slow,
             "floor_envs": self.floor_envs,
+            "settled_envs": self.settled_envs,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -869,6 +911,15 @@ STRESS_REGIMES: dict[str, Regime] = by_name(
         tags=("shared",),
     ),
     Regime(
+        "lookalikes",
+        "half the training tasks look like another task of their environment (the same tools, calls and turns, a "
+        "near-copy embedding: a template filled in with other values) but are as hard as their own values make "
+        "them: the catalogue says 'the same task', the outcomes do not",
+        BASE,
+        lookalikes=0.5,
+        tags=("shared",),
+    ),
+    Regime(
         "judged",
         "a fifth of the environments are scored by a judge blind to the policy: each task a fixed score "
         "q ~ U(0.3, 0.7) plus N(0, 0.02^2) per rollout, so every group shows a little spread and teaches nothing",
@@ -922,6 +973,15 @@ STRESS_REGIMES: dict[str, Regime] = by_name(
         "score, as a format reward adds): an all-fail group scores 0.2 there, 0 elsewhere",
         BASE,
         floor_envs=0.5,
+        tags=("shared",),
+    ),
+    Regime(
+        "settled",
+        "nine environments in ten are settled from the start, 6 logits easier (mastered) or harder (out of reach) "
+        "than drawn: what is left to learn sits in the other six and at the edge of the mastered ones (a policy "
+        "that has already trained on most of its catalogue)",
+        BASE,
+        settled_envs=0.9,
         tags=("shared",),
     ),
     Regime(

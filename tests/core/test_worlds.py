@@ -260,6 +260,54 @@ def test_worlds_copied_tasks_are_their_originals_in_all_but_name_and_text():
         WorldSimulator(config, duplicates=1.0)
 
 
+def test_worlds_lookalikes_look_like_their_template_but_are_as_hard_as_their_own_draw():
+    config = replace(SMALL, n_envs=8, drift=0.0)
+    sim, copies = (
+        WorldSimulator(config, seed=4, lookalikes=0.5),
+        WorldSimulator(config, seed=4, duplicates=0.5),
+    )
+    template = sim.lookalike_templates
+    np.testing.assert_array_equal(
+        template, copies.templates
+    )  # the same tasks copied, from the same originals
+    np.testing.assert_array_equal(sim.templates, np.arange(sim.n_train))  # none is a copy in all but name
+    copy = template != np.arange(len(template))
+    frame, copied = sim.catalog_frame(), copies.catalog_frame()
+    for column in ("tools", "gold_calls", "turns", "verifier", "text"):
+        assert frame[column].tolist() == copied[column].tolist()  # the catalogue cannot tell them apart
+    np.testing.assert_array_equal(np.stack(frame["embedding"]), np.stack(copied["embedding"]))
+    p, p_copies = sim.success_probability(), copies.success_probability()
+    np.testing.assert_array_equal(p[~copy], p_copies[~copy])  # originals and held-out tasks unchanged
+    logit = np.log(p / (1 - p))
+    assert np.mean(np.abs(logit[copy] - logit[template[copy]]) > 0.5) > 0.5  # most differ from their template
+    ids = np.asarray(sim.task_ids)
+    first = np.flatnonzero(copy)[0]
+    sim.train(sim.rollout(pd.DataFrame({"task_id": ids[[first] * 20]}), step=1), max_groups=20)
+    after = sim.success_probability()
+    moved = np.abs(np.log(after / (1 - after)) - logit)
+    assert moved[first] > moved[template[first]] > 0  # its own task skill trains, not its template's
+    with pytest.raises(ValueError, match="choose one"):
+        WorldSimulator(config, duplicates=0.5, lookalikes=0.5)
+
+
+def test_worlds_settled_environments_are_far_easier_or_harder_from_the_start_and_stay_so_on_reset():
+    config = replace(SMALL, n_envs=20, drift=0.0)
+    sim, plain = WorldSimulator(config, seed=4, settled_envs=0.5), WorldSimulator(config, seed=4)
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    moved = logit(sim.success_probability()) - logit(plain.success_probability())
+    env = sim._task_env[sim._train_rows]
+    per_env = np.array([np.unique(np.round(moved[env == e], 6)) for e in range(20)], dtype=object)
+    assert all(len(v) == 1 for v in per_env)  # one shift per environment, every task of it
+    shifts = np.array([v[0] for v in per_env])
+    assert set(np.round(shifts, 6)) == {-6.0, 0.0, 6.0} and 5 <= np.sum(shifts != 0) <= 15
+    assert sim.heldout_score() != plain.heldout_score()  # held-out tasks are settled too
+    before = sim.success_probability()
+    sim.reset(1)
+    np.testing.assert_array_equal(sim.success_probability(), before)
+    with pytest.raises(ValueError, match="settled_envs=1.0"):
+        WorldSimulator(config, settled_envs=1.0)
+
+
 def test_worlds_judged_environments_score_a_fixed_level_with_a_small_spread_whatever_the_policy():
     config = replace(SMALL, n_envs=10, drift=0.0, group_size=400)
     sim, plain = WorldSimulator(config, seed=4, judged=0.2), WorldSimulator(config, seed=4)
