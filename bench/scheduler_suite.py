@@ -31,7 +31,8 @@ the 10 steps from the one they join at; where some environments go down (`outage
 them over the 10 steps from the outage's first and from the step they are back; where tasks are copies of others
 (`duplicates`), the share of each batch whose original is already in it; where groups never come back (`lost`,
 `lost-envs`) or come back with most rewards missing (`slow-tasks`), the share of each batch on those tasks; where half
-the environments' rewards have a floor (`floor`), the share of each batch in them. The best scheduler of a regime has
+the environments' rewards have a floor (`floor`), the share of each batch in them; where environments are settled out
+of reach (`settled`), the share of each batch in them. The best scheduler of a regime has
 the fewest mean rollouts to target; EnvSched is "tied" when the paired 95% interval of its difference to
 the best includes 0. Where ablations ran, a second table gives each one's steps minus EnvSched's on the
 same worlds (paired 95% t-interval), which separates one-step differences the unpaired table cannot.
@@ -217,6 +218,7 @@ WATCHED = {
     "lost": ("lost picks", share_of("lost_tasks"), None),
     "slow-tasks": ("slow-task picks", share_of("slow_tasks"), None),
     "floored": ("floor-env picks", share_of("floored_tasks"), None),
+    "out-of-reach": ("out-of-reach picks", share_of("out_of_reach_tasks"), None),
 }
 
 

@@ -273,7 +273,10 @@ class WorldSimulator(Simulator):
         self._shift_offset = (moved * sign * self.shift_size)[self._task_env]  # per task, train and held-out
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 19]))
         settled, sign = rng.random(config.n_envs) < settled_envs, rng.choice([-1.0, 1.0], size=config.n_envs)
-        self._difficulty0 = self._difficulty0 + (settled * sign * SETTLED)[self._task_env]
+        self._settled = (settled * sign * SETTLED)[
+            self._task_env
+        ]  # per task: + harder, - easier, 0 untouched
+        self._difficulty0 = self._difficulty0 + self._settled
         self._set_steps_done(0)
 
     @property
@@ -447,6 +450,11 @@ class WorldSimulator(Simulator):
     def slow_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of the `slow` ones, which lose most rollouts (oracle)."""
         return self._slow[self._train_rows]
+
+    @property
+    def out_of_reach_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of the environments settled out of reach (oracle)."""
+        return self._settled[self._train_rows] > 0
 
     @property
     def outage_tasks(self) -> np.ndarray:

@@ -300,6 +300,10 @@ def test_worlds_settled_environments_are_far_easier_or_harder_from_the_start_and
     assert all(len(v) == 1 for v in per_env)  # one shift per environment, every task of it
     shifts = np.array([v[0] for v in per_env])
     assert set(np.round(shifts, 6)) == {-6.0, 0.0, 6.0} and 5 <= np.sum(shifts != 0) <= 15
+    np.testing.assert_array_equal(
+        sim.out_of_reach_tasks, moved < 0
+    )  # harder: the oracle's out-of-reach tasks
+    assert not plain.out_of_reach_tasks.any()
     assert sim.heldout_score() != plain.heldout_score()  # held-out tasks are settled too
     before = sim.success_probability()
     sim.reset(1)
