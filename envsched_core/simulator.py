@@ -194,6 +194,11 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
+def structural_difficulty(config: SimConfig, gold_calls: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """The part of a task's difficulty its length explains: d0 + 0.25 gold_calls + 0.15 turns."""
+    return config.d0 + 0.25 * gold_calls + 0.15 * turns
+
+
 def _position_in_env(env: np.ndarray) -> np.ndarray:
     """Each row's index among the rows of its environment (rows sorted by environment)."""
     return np.arange(len(env)) - np.searchsorted(env, env, side="left")
@@ -249,7 +254,7 @@ class Simulator:
         types[np.arange(4)[None, :] >= n_tools[:, None]] = -1  # (n_all, 4), -1 = unused
         gold_calls = n_tools + rng.poisson(1.0, size=n_all)
         turns = 1 + rng.poisson(1.5, size=n_all)
-        difficulty = c.d0 + 0.25 * gold_calls + 0.15 * turns + rng.normal(0, c.difficulty_sd, n_all)
+        difficulty = structural_difficulty(c, gold_calls, turns) + rng.normal(0, c.difficulty_sd, n_all)
 
         train = _position_in_env(env) < sizes[env]
         self.n_train = int(train.sum())

@@ -104,7 +104,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .simulator import SimConfig, Simulator, _position_in_env
+from .simulator import SimConfig, Simulator, _position_in_env, structural_difficulty
 
 JUDGE_SD = 0.02  # the spread of a `judged` environment's score between rollouts of one task
 SLOW_LOSS = 0.75  # the chance that one rollout of a `slow` task is lost
@@ -273,9 +273,8 @@ class WorldSimulator(Simulator):
         self._shift_offset = (moved * sign * self.shift_size)[self._task_env]  # per task, train and held-out
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 19]))
         settled, sign = rng.random(config.n_envs) < settled_envs, rng.choice([-1.0, 1.0], size=config.n_envs)
-        self._settled = (settled * sign * SETTLED)[
-            self._task_env
-        ]  # per task: + harder, - easier, 0 untouched
+        # per task: + harder (out of reach), - easier (mastered), 0 untouched
+        self._settled = (settled * sign * SETTLED)[self._task_env]
         self._difficulty0 = self._difficulty0 + self._settled
         self._set_steps_done(0)
 
@@ -315,13 +314,17 @@ class WorldSimulator(Simulator):
             mine = np.flatnonzero(copy & (env == e))
             self._template[mine] = rng.choice(originals[env[originals] == e], size=len(mine))
         src, dst = rows[self._template[copy]], rows[copy]
-        # a lookalike's private difficulty: its own draw less the part its gold calls and turns explain
-        private = self._difficulty[dst] - (0.25 * self._gold_calls[dst] + 0.15 * self._turns[dst])
+        # a lookalike's private difficulty: its own draw less the part its length explains
+        private = self._difficulty[dst] - structural_difficulty(
+            self.config, self._gold_calls[dst], self._turns[dst]
+        )
         task_skill = self._load_idx[dst, 9], self._load_w[dst, 9]
         for name in ("_task_types", "_gold_calls", "_turns", "_difficulty", "_load_idx", "_load_w"):
             getattr(self, name)[dst] = getattr(self, name)[src]
         if self.lookalikes > 0:
-            self._difficulty[dst] = private + 0.25 * self._gold_calls[dst] + 0.15 * self._turns[dst]
+            self._difficulty[dst] = private + structural_difficulty(
+                self.config, self._gold_calls[dst], self._turns[dst]
+            )
             self._load_idx[dst, 9], self._load_w[dst, 9] = task_skill
         emb = self._embedding[self._template[copy]]
         emb = emb + 0.1 * rng.normal(size=emb.shape) / np.sqrt(emb.shape[1])
