@@ -264,6 +264,12 @@ class SchedulerConfig:
     task's value is weighed by (n - 1) / n at its expected n returned rewards, relative to a full group's. A
     trainer that returns every rollout never triggers it. 0: off (envsched_core/short_groups.py;
     docs/scheduler.md, "Attack: groups that come back short")."""
+    env_calibration: float = 0.0
+    """Pseudo-groups (at the mean prediction) behind each environment's calibration factor: the variance its groups
+    realised over the variance the outcome model predicted for them before their visit, both forgotten at
+    residual_decay per step, weighs the value of its tasks. Catches environments whose spread the model keeps
+    promising and never sees (all-fail groups only bound a logit). 0: off (envsched_core/env_calibration.py;
+    docs/scheduler.md, "Settled environments")."""
     pool_factor: int = 4
     """Candidate pools are pruned to the top pool_factor * B tasks by score, so select stays fast at 1M."""
 
@@ -371,6 +377,7 @@ class SchedulerConfig:
         need(
             self.short_group_prior >= 0, f"short_group_prior={self.short_group_prior} must be >= 0 (0: off)."
         )
+        need(self.env_calibration >= 0, f"env_calibration={self.env_calibration} must be >= 0 (0: off).")
         need(self.silence_backoff >= 0, f"silence_backoff={self.silence_backoff} must be >= 0 (0: off).")
         need(self.refill_rounds >= 0, f"refill_rounds={self.refill_rounds} must be >= 0 (0: one round).")
         need(

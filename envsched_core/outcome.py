@@ -361,6 +361,13 @@ class OutcomeModel:
             mass[: self.catalog.n_envs] *= self._env_mass_scale
         return np.asarray(X @ mass, dtype=float)
 
+    def visit_variance(self, rows: np.ndarray) -> np.ndarray:
+        """The variance predicted for the last update's groups (``rows``) just before their visit: c_e (G - 1)/G
+        E[p (1 - p)] under ``visit_prior``."""
+        z, sd = self.visit_prior
+        g = self.cfg.group_size
+        return self.dispersion()[self.catalog.env[rows]] * (g - 1) / g * expected_bernoulli_variance(z, sd)
+
     def variance_at(self, z: np.ndarray) -> np.ndarray:
         """Expected group variance at logit z (no posterior spread), per task."""
         g = self.cfg.group_size

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from .catalog import TaskCatalog
 from .config import SchedulerConfig
 from .dispersion import TaskDispersion
+from .env_calibration import EnvironmentCalibration
 from .graph import (
     candidate_matrix,
     cross_candidates,
@@ -232,6 +233,12 @@ class EnvSched:
         # the share of each task's rollouts that came back
         prior = cfg.short_group_prior
         self.short = ShortGroups(n_tasks, cfg.group_size, prior) if prior > 0 else None
+        # the variance each environment's groups realised against what the outcome model predicted for them
+        calibrated = cfg.env_calibration > 0 and cfg.predictor == "outcome"
+        n_envs = self.catalog.n_envs
+        self.calibration = (
+            EnvironmentCalibration(n_envs, cfg.env_calibration, cfg.residual_decay) if calibrated else None
+        )
         # each environment's lowest reward, its floor
         self.floors = RewardFloors(self.catalog.n_envs) if cfg.reward_floor else None
 
@@ -315,6 +322,12 @@ class EnvSched:
                 if self.short is not None:  # and a group that comes back short teaches less
                     whole = self.short.factor()
                     value, transfer = value * whole, transfer * whole
+                if (
+                    self.calibration is not None
+                ):  # and an environment whose groups gave less than was predicted
+                    kept = self.calibration.factor()
+                    kept = kept if np.isscalar(kept) else kept[self.catalog.env]
+                    value, transfer = value * kept, transfer * kept
                 predicted = Predicted(
                     value,
                     evidence & ~blocked,
@@ -635,6 +648,11 @@ class EnvSched:
                 if self.solvability is not None:  # each visit against what the shared model expected of it
                     z, sd = self.outcome.visit_prior
                     self.solvability.update(rows, step, part["mean"].to_numpy(), z, sd, trials)
+                if self.calibration is not None:  # what came back against what was predicted before the visit
+                    predicted = self.outcome.visit_variance(rows)
+                    self.calibration.update(
+                        self.catalog.env[rows], step, part["spread"].to_numpy(), predicted
+                    )
             if self.progress is not None:
                 self.progress.update(rows, part["mean"].to_numpy(), variance)
             if self.dispersion is not None:
@@ -718,6 +736,7 @@ class EnvSched:
             "silence": self.silent.state_dict(),
             "short_groups": self.short.state_dict() if self.short is not None else {},
             "reward_floors": self.floors.state_dict() if self.floors is not None else {},
+            "env_calibration": self.calibration.state_dict() if self.calibration is not None else {},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -766,6 +785,7 @@ class EnvSched:
             "silence": self.silent,
             "short_groups": self.short,
             "reward_floors": self.floors,
+            "env_calibration": self.calibration,
         }
         for key, tracker in trackers.items():
             if tracker is not None and state.get(key):
