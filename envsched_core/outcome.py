@@ -333,14 +333,14 @@ class OutcomeModel:
 
     # --- prediction -------------------------------------------------------------------------------
     def predict(self, step: int) -> Prediction:
-        cfg, g = self.cfg, self.cfg.group_size
+        cfg = self.cfg
         f = self.global_logit()
         P = self.own_precision(step)
         b0, Q0, N_W, S_W, N_X, S_X = self.residual_prior(step, P=P)
         Q = Q0 + P
         z = f + (Q0 * b0 + P * self.m) / Q
         sd = Q**-0.5
-        c = self.dispersion()[self.catalog.env] * (g - 1) / g
+        c = self.group_scale()
         frontier = expected_bernoulli_variance(z, sd)  # how fast the expected reward moves with z
         v_hat = c * frontier
         z_opt = np.sign(z) * np.maximum(np.abs(z) - cfg.optimism * sd, 0.0)
@@ -361,17 +361,21 @@ class OutcomeModel:
             mass[: self.catalog.n_envs] *= self._env_mass_scale
         return np.asarray(X @ mass, dtype=float)
 
+    def group_scale(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """c_e (G - 1)/G per task of ``rows`` (default: every task): a group's variance per unit of p (1 - p)."""
+        g = self.cfg.group_size
+        env = self.catalog.env if rows is None else self.catalog.env[rows]
+        return self.dispersion()[env] * (g - 1) / g
+
     def visit_variance(self, rows: np.ndarray) -> np.ndarray:
         """The variance predicted for the last update's groups (``rows``) just before their visit: c_e (G - 1)/G
         E[p (1 - p)] under ``visit_prior``."""
         z, sd = self.visit_prior
-        g = self.cfg.group_size
-        return self.dispersion()[self.catalog.env[rows]] * (g - 1) / g * expected_bernoulli_variance(z, sd)
+        return self.group_scale(rows) * expected_bernoulli_variance(z, sd)
 
     def variance_at(self, z: np.ndarray) -> np.ndarray:
         """Expected group variance at logit z (no posterior spread), per task."""
-        g = self.cfg.group_size
-        return self.dispersion()[self.catalog.env] * (g - 1) / g * bernoulli_variance_fast(z)
+        return self.group_scale() * bernoulli_variance_fast(z)
 
     # --- learning ---------------------------------------------------------------------------------
     def update(self, rows: np.ndarray, step: int, mean: np.ndarray, variance: np.ndarray, trials: np.ndarray):

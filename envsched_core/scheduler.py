@@ -322,9 +322,8 @@ class EnvSched:
                 if self.short is not None:  # and a group that comes back short teaches less
                     whole = self.short.factor()
                     value, transfer = value * whole, transfer * whole
-                if (
-                    self.calibration is not None
-                ):  # and an environment whose groups gave less than was predicted
+                # and an environment whose groups gave less than was predicted
+                if self.calibration is not None:
                     kept = self.calibration.factor()
                     kept = kept if np.isscalar(kept) else kept[self.catalog.env]
                     value, transfer = value * kept, transfer * kept
