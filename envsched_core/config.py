@@ -94,6 +94,15 @@ class SchedulerConfig:
     """L-BFGS iterations per refit of the global model (warm-started from the last fit)."""
     residual_prior_sd: float = 1.0
     """Prior sd (logits) of a task's own residual b_i before its neighbours or its own rollouts say more."""
+    environment_level: bool = False
+    """Outcome predictor: a task's residual is an environment level plus its own deviation (b_i = u_e + d_i), each
+    with its own prior sd (``environment_prior_sd`` for u_e, ``residual_prior_sd`` for d_i; both refit with the
+    first-visit fit). The level's posterior sums what every seen task of the environment says, each task's message
+    widened by its deviation, so ten all-fail groups in one environment say "this environment is out of reach"
+    sharply for its unseen tasks, where propagation along W only averages 8 neighbours under one wide prior
+    (docs/scheduler.md, "Settled environments")."""
+    environment_prior_sd: float = 1.0
+    """Prior sd (logits) of an environment's shared level u_e (``environment_level``); the fit's starting value."""
     adapt_residual_prior: bool = False
     """Re-estimate the residuals' prior sd online (EM over the seen tasks), starting at residual_prior_sd.
     Off by default: measured neutral on the suite's tuning worlds (private 27.7 vs 28.3 steps, paper 30.3 vs 29.0)."""
@@ -344,6 +353,7 @@ class SchedulerConfig:
         need(self.global_ridge > 0, f"global_ridge={self.global_ridge} must be > 0.")
         need(self.global_iters >= 1, f"global_iters={self.global_iters} must be >= 1.")
         need(self.residual_prior_sd > 0, f"residual_prior_sd={self.residual_prior_sd} must be > 0.")
+        need(self.environment_prior_sd > 0, f"environment_prior_sd={self.environment_prior_sd} must be > 0.")
         need(
             self.prior_fit_min_visits >= 1, f"prior_fit_min_visits={self.prior_fit_min_visits} must be >= 1."
         )

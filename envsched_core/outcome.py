@@ -46,6 +46,7 @@ from scipy.optimize import minimize
 
 from .catalog import TaskCatalog
 from .config import SchedulerConfig
+from .environment_level import EnvironmentLevel
 from .state_fit import StateMismatch
 
 # Gauss-Hermite (probabilists') nodes and weights for E over z ~ N(mean, sd^2), 5 points, in float32.
@@ -56,7 +57,9 @@ MIN_PRECISION = 1e-9  # floor of a visit's message precision (an extreme all-pas
 # Gauss-Hermite nodes for the marginal likelihood of a first visit (binomial x normal prior), 16 points.
 _ML_NODES, _ML_WEIGHTS = np.polynomial.hermite_e.hermegauss(16)
 _ML_LOG_WEIGHTS = np.log(_ML_WEIGHTS / _ML_WEIGHTS.sum())
-FIRST_VISIT_FIELDS = ("f", "N_W", "S_W", "N_X", "S_X", "mean", "trials")
+# E_mean, E_var: the environment level's posterior before the visit (environment_level; 0, 0 without it), last so
+# that older 7-column records pad with zeros
+FIRST_VISIT_FIELDS = ("f", "N_W", "S_W", "N_X", "S_X", "mean", "trials", "E_mean", "E_var")
 PRIOR_FIT_LOG_SD = 1.0  # sd (log scale) of the pull of fitted (a_W, a_X, tau) toward the configured values
 DENSE_BLOCK = 65_536  # rows per block of f's dense part: a float64 copy of one block, not of all N rows
 SPARSE_OPERAND_SHARE = 0.25  # below this share of seen tasks, propagation sums only the edges into seen ones
@@ -201,9 +204,20 @@ class OutcomeModel:
         self.n_fits = 0
         self.tau = float(cfg.residual_prior_sd)  # prior sd of b_i, re-estimated online (empirical Bayes)
         self.a_W, self.a_X = float(cfg.a_within), float(cfg.a_cross)  # propagation weights, fitted online
+        # the environment level u_e of b_i = u_e + d_i (environment_level); None: the residual's prior is N(0, tau^2)
+        self.level = (
+            EnvironmentLevel(catalog.env, catalog.n_envs, cfg.environment_prior_sd)
+            if cfg.environment_level
+            else None
+        )
         # first visits (prediction inputs before the visit, outcome) for the marginal-likelihood fit
         self.first_visits = np.zeros((0, len(FIRST_VISIT_FIELDS)))
         self._f: np.ndarray | None = None  # f(x_i) of every task under the current weights
+
+    @property
+    def prior_sd(self) -> float:
+        """sd of the residual of a task nothing is known about: tau, and the environment level's tau_env."""
+        return float(np.hypot(self.tau, self.level.tau_env)) if self.level is not None else self.tau
 
     def set_cross(self, W_cross) -> None:
         self.W_cross = W_cross if self.cfg.use_cross_edges else None
@@ -298,16 +312,33 @@ class OutcomeModel:
         both = W_rows @ np.column_stack([P, Pm])  # one pass over the matrix for N_r and N_r b_r
         return both[:, 0], both[:, 1]
 
+    def _environment_prior(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """(E_mean, E_var) of the environment level u_e per task of ``rows``; zeros without ``environment_level``."""
+        if self.level is None:
+            size = len(self.m) if rows is None else len(rows)
+            return np.zeros(size), np.zeros(size)
+        return self.level.prior(rows)
+
+    def _level_prior(self, E_mean: np.ndarray, E_var: np.ndarray, tau: float):
+        """(precision, precision x mean) of a task's residual before its neighbours: N(0, tau^2) without an
+        environment level, else N(E_mean, E_var + tau^2), the level's posterior widened by d_i's tau^2."""
+        if self.level is None:
+            return np.full(len(E_mean), tau**-2), np.zeros(len(E_mean))
+        precision = 1.0 / (E_var + tau**2)
+        return precision, precision * E_mean
+
     def residual_prior(self, step: int, rows: np.ndarray | None = None, P: np.ndarray | None = None):
-        """(b0, prior precision, N_W, S_W, N_X, S_X) of the residual from the neighbours along W and X.
-        ``P``: every task's own precision at ``step`` when the caller has it already."""
+        """(b0, prior precision, N_W, S_W, N_X, S_X, E_mean, E_var) of the residual from its environment level and
+        its neighbours along W and X. ``P``: every task's own precision at ``step`` when the caller has it already."""
         P = self.own_precision(step) if P is None else P
         Pm = P * self.m
         N_W, S_W = self._propagate(self.W_within, Pm, P, rows)
         N_X, S_X = self._propagate(self.W_cross, Pm, P, rows)
-        a_W, a_X, P0 = self.a_W, self.a_X, self.tau**-2
+        E_mean, E_var = self._environment_prior(rows)
+        P0, P0_b = self._level_prior(E_mean, E_var, self.tau)
+        a_W, a_X = self.a_W, self.a_X
         precision = P0 + a_W * N_W + a_X * N_X
-        return (a_W * S_W + a_X * S_X) / precision, precision, N_W, S_W, N_X, S_X
+        return (P0_b + a_W * S_W + a_X * S_X) / precision, precision, N_W, S_W, N_X, S_X, E_mean, E_var
 
     def residual_mean(self, step: int, rows: np.ndarray | None = None) -> np.ndarray:
         b0, Q0, *_ = self.residual_prior(step, rows)
@@ -336,7 +367,7 @@ class OutcomeModel:
         cfg = self.cfg
         f = self.global_logit()
         P = self.own_precision(step)
-        b0, Q0, N_W, S_W, N_X, S_X = self.residual_prior(step, P=P)
+        b0, Q0, N_W, S_W, N_X, S_X, *_ = self.residual_prior(step, P=P)
         Q = Q0 + P
         z = f + (Q0 * b0 + P * self.m) / Q
         sd = Q**-0.5
@@ -389,6 +420,8 @@ class OutcomeModel:
         fresh = np.column_stack([rows, np.full(len(rows), step), mean, trials]).astype(float)
         self.buffer = np.vstack([self.buffer, fresh])[-self.cfg.global_window :]
         self._fit_global(step)
+        if self.level is not None:
+            self._refresh_level(step)
         f = self.global_logit(rows)
         b0, Q0, *_ = self.residual_prior(step, rows)
         P = self.own_precision(step, rows)
@@ -422,28 +455,44 @@ class OutcomeModel:
         if not new.any():
             return
         first = rows[new]
-        _, _, N_W, S_W, N_X, S_X = self.residual_prior(step, first)
-        record = np.column_stack([self.global_logit(first), N_W, S_W, N_X, S_X, mean[new], trials[new]])
+        _, _, N_W, S_W, N_X, S_X, E_mean, E_var = self.residual_prior(step, first)
+        f = self.global_logit(first)
+        record = np.column_stack([f, N_W, S_W, N_X, S_X, mean[new], trials[new], E_mean, E_var])
         self.first_visits = np.vstack([self.first_visits, record])[-self.cfg.prior_fit_window :]
 
     def first_visit_log_likelihood(self, a_W: float, a_X: float, tau: float) -> float:
         """sum over recorded first visits of log int Binomial(outcome; sigmoid(f + b)) N(b; b0, 1/Q0) db, with
-        the neighbour prior b0, Q0 of `residual_prior` under (a_W, a_X, tau) (16-point Gauss-Hermite)."""
-        f, N_W, S_W, N_X, S_X, mean, trials = self.first_visits.T
-        Q0 = tau**-2 + a_W * N_W + a_X * N_X
-        z = (f + (a_W * S_W + a_X * S_X) / Q0)[:, None] + Q0[:, None] ** -0.5 * _ML_NODES[None, :]
+        the prior b0, Q0 of `residual_prior` under (a_W, a_X, tau) (16-point Gauss-Hermite); the environment
+        level's posterior is the one recorded before the visit."""
+        f, N_W, S_W, N_X, S_X, mean, trials, E_mean, E_var = self.first_visits.T
+        P0, P0_b = self._level_prior(E_mean, E_var, tau)
+        Q0 = P0 + a_W * N_W + a_X * N_X
+        z = (f + (P0_b + a_W * S_W + a_X * S_X) / Q0)[:, None] + Q0[:, None] ** -0.5 * _ML_NODES[None, :]
         successes = (mean * trials)[:, None]
         log_lik = successes * z - trials[:, None] * np.logaddexp(0.0, z)  # binomial, up to a constant
         log_lik += _ML_LOG_WEIGHTS[None, :]
         top = log_lik.max(axis=1)
         return float(np.sum(top + np.log(np.exp(log_lik - top[:, None]).sum(axis=1))))
 
+    def _prior_fit_ready(self) -> bool:
+        """Enough first visits for the empirical-Bayes fits: prior_fit_min_visits, or half a smaller catalogue."""
+        needed = max(1, min(self.cfg.prior_fit_min_visits, len(self.catalog) // 2))
+        return self.cfg.fit_residual_prior and len(self.first_visits) >= needed
+
+    def _refresh_level(self, step: int) -> None:
+        """The environment level's posteriors from the buffered groups at the current f; tau_env is refit when the
+        other empirical-Bayes weights are."""
+        rows = self.buffer[:, 0].astype(np.int64)
+        weight = self.cfg.residual_decay ** np.maximum(step - self.buffer[:, 1], 0)
+        mean, trials = self.buffer[:, 2], self.buffer[:, 3]
+        f = self.global_logit()[rows]
+        self.level.refresh(rows, weight, mean * trials, trials, f, self.tau, fit=self._prior_fit_ready())
+
     def _fit_residual_prior(self) -> None:
         """Empirical Bayes for how much a task shares with its neighbours: (a_W, a_X, tau) maximise the
         marginal likelihood of the first visits' outcomes under the predictions made before them (a log-normal
         pull toward the configured values keeps them put while there are few visits)."""
-        # a catalogue smaller than twice prior_fit_min_visits fits once half its tasks have been visited
-        if len(self.first_visits) < max(1, min(self.cfg.prior_fit_min_visits, len(self.catalog) // 2)):
+        if not self._prior_fit_ready():
             return
         use = np.array([self.W_within is not None, self.W_cross is not None, True])
         start = np.log([self.cfg.a_within, self.cfg.a_cross, self.cfg.residual_prior_sd])
@@ -492,6 +541,7 @@ class OutcomeModel:
             "a_W": self.a_W,
             "a_X": self.a_X,
             "first_visits": self.first_visits.copy(),
+            **({"level": self.level.state_dict()} if self.level is not None else {}),
         }
 
     def check_state(self, state: dict) -> None:
@@ -517,5 +567,12 @@ class OutcomeModel:
         # states saved before the marginal-likelihood fit existed start it from the configured weights
         self.a_W = float(state.get("a_W", self.cfg.a_within))
         self.a_X = float(state.get("a_X", self.cfg.a_cross))
-        visits = state.get("first_visits", np.zeros((0, len(FIRST_VISIT_FIELDS))))
-        self.first_visits = np.array(visits, dtype=float, copy=True).reshape(-1, len(FIRST_VISIT_FIELDS))
+        visits = np.array(
+            state.get("first_visits", np.zeros((0, len(FIRST_VISIT_FIELDS)))), dtype=float, copy=True
+        )
+        visits = visits.reshape(len(visits), -1) if visits.size else np.zeros((0, len(FIRST_VISIT_FIELDS)))
+        # records saved before the environment level existed have no E_mean, E_var: no environment evidence
+        pad = np.zeros((len(visits), len(FIRST_VISIT_FIELDS) - visits.shape[1]))
+        self.first_visits = np.hstack([visits, pad])
+        if self.level is not None and "level" in state:
+            self.level.load_state_dict(state["level"])

@@ -305,7 +305,7 @@ class EnvSched:
                 env_seen = np.bincount(self.catalog.env, weights=n, minlength=self.catalog.n_envs)
                 evidence = (out.own_sd < np.inf) | ~np.isnan(out.b_W) | ~np.isnan(out.b_X)
                 evidence |= env_seen[self.catalog.env] > 0
-                confidence = out.sd / self.outcome.tau
+                confidence = out.sd / self.outcome.prior_sd
                 transfer = frontier_transfer_factor(self.outcome, out.frontier, self.cfg.transfer_weight)
                 value = out.v_hat * transfer
                 value = horizon_discounted(value, self.catalog.gold_calls, self.cfg.horizon_discount)
@@ -359,7 +359,7 @@ class EnvSched:
             {
                 "task_id": self.catalog.task_ids,
                 "predicted_variance": out.v_hat,
-                "uncertainty": out.sd / self.outcome.tau,
+                "uncertainty": out.sd / self.outcome.prior_sd,
                 "own": nan_where(self.outcome.variance_at(own_z), out.own_sd == np.inf),
                 "within": nan_where(
                     self.outcome.variance_at(out.f + np.nan_to_num(out.b_W)), np.isnan(out.b_W)
