@@ -32,6 +32,30 @@ def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
     return np.squeeze(top, axis=axis) + np.log(np.exp(a - top).sum(axis=axis))
 
 
+def _group_log_likelihood(f: np.ndarray, successes: np.ndarray, trials: np.ndarray, tau: float) -> np.ndarray:
+    """(groups, grid): log int Binomial(successes; trials, sigmoid(f + u + d)) N(d; 0, tau^2) dd at each grid u,
+    up to a constant. Float32, in place: the (groups, grid, nodes) block is the level's whole cost (4096 groups:
+    0.04 s, against 0.2 s with float64 logaddexp); the error, ~1e-5 per group, is far below what moves a posterior."""
+    f32 = np.float32
+    z = (
+        f.astype(f32)[:, None, None]
+        + GRID.astype(f32)[None, :, None]
+        + f32(tau) * _D_NODES.astype(f32)[None, None, :]
+    )
+    softplus = np.abs(z)  # log(1 + e^z) = max(z, 0) + log1p(e^-|z|)
+    np.negative(softplus, out=softplus)
+    np.exp(softplus, out=softplus)
+    np.log1p(softplus, out=softplus)
+    softplus += np.maximum(z, 0)
+    log_lik = successes.astype(f32)[:, None, None] * z
+    log_lik -= trials.astype(f32)[:, None, None] * softplus
+    log_lik += _D_LOG_WEIGHTS.astype(f32)
+    top = log_lik.max(axis=2, keepdims=True)
+    log_lik -= top
+    np.exp(log_lik, out=log_lik)
+    return top[..., 0].astype(float) + np.log(log_lik.sum(axis=2, dtype=float))
+
+
 class EnvironmentLevel:
     """Per environment, the posterior (mean, variance) of u_e; per recently visited task, the same without its
     own groups."""
@@ -46,7 +70,11 @@ class EnvironmentLevel:
 
     def prior(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """(mean, variance) of u_e for each task of ``rows`` (default: every task), without its own groups."""
-        idx = np.arange(len(self.env)) if rows is None else np.asarray(rows)
+        if rows is None:  # every task: the visited ones are loo_rows themselves
+            mean, var = self.mean[self.env], self.var[self.env]
+            mean[self.loo_rows], var[self.loo_rows] = self.loo_mean, self.loo_var
+            return mean, var
+        idx = np.asarray(rows)
         mean, var = self.mean[self.env[idx]], self.var[self.env[idx]]
         if len(self.loo_rows):
             at = np.minimum(np.searchsorted(self.loo_rows, idx), len(self.loo_rows) - 1)
@@ -57,9 +85,14 @@ class EnvironmentLevel:
     def refresh(self, rows, weight, successes, trials, f, tau: float, fit: bool) -> None:
         """Recompute the posteriors from groups (task ``rows``, likelihood ``weight``, ``successes`` of ``trials``)
         at global logits ``f``, deviations of sd ``tau``; with ``fit``, first refit tau_env."""
-        z = f[:, None, None] + GRID[None, :, None] + tau * _D_NODES[None, None, :]
-        log_lik = successes[:, None, None] * z - trials[:, None, None] * np.logaddexp(0.0, z)
-        group = weight[:, None] * _logsumexp(log_lik + _D_LOG_WEIGHTS, axis=2)  # (groups, grid)
+        # a task's repeated groups with the same outcome share one likelihood row (f is the task's): count it once
+        keys, inverse = np.unique(np.column_stack([rows, successes, trials]), axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        weight = np.bincount(inverse, weights=weight, minlength=len(keys))
+        rows, successes, trials = keys[:, 0].astype(np.int64), keys[:, 1], keys[:, 2]
+        f_unique = np.empty(len(keys))
+        f_unique[inverse] = f
+        group = weight[:, None] * _group_log_likelihood(f_unique, successes, trials, tau)  # (groups, grid)
         tasks, task_of = np.unique(rows, return_inverse=True)
         by_task = sp.csr_matrix(
             (np.ones(len(rows)), (task_of, np.arange(len(rows)))), shape=(len(tasks), len(rows))
