@@ -94,12 +94,14 @@ class SchedulerConfig:
     """L-BFGS iterations per refit of the global model (warm-started from the last fit)."""
     residual_prior_sd: float = 1.0
     """Prior sd (logits) of a task's own residual b_i before its neighbours or its own rollouts say more."""
-    environment_level: bool = False
-    """Outcome predictor: a task's residual is an environment level plus its own deviation (b_i = u_e + d_i), each
-    with its own prior sd (``environment_prior_sd`` for u_e, ``residual_prior_sd`` for d_i; both refit with the
-    first-visit fit). The level's posterior sums what every seen task of the environment says, each task's message
-    widened by its deviation, so ten all-fail groups in one environment say "this environment is out of reach"
-    sharply for its unseen tasks, where propagation along W only averages 8 neighbours under one wide prior
+    environment_level: bool = True
+    """Outcome predictor: a task's residual is its environment's level plus its own deviation (b_i = u_e + d_i).
+    u_e's posterior is computed on a grid from the exact binomial likelihood of the environment's recent groups
+    (envsched_core/environment_level.py), so twenty all-fail groups in one environment say "out of reach" for its
+    unseen tasks, which one all-fail group and W's 8-neighbour average cannot; tau (``residual_prior_sd``'s fit)
+    becomes the spread within an environment. Measured, paired against it off: report worlds 100-104 -1.2 steps
+    in default and shared, -2.4 in graded, 0.0 in paper; `settled` stress -2.4 (out-of-reach picks 0.284 -> 0.196);
+    none of 35 stress regimes separated worse; ACEBench +2.0 steps (seeds 0-9), tau-bench 0.0
     (docs/scheduler.md, "Settled environments")."""
     environment_prior_sd: float = 1.0
     """Prior sd (logits) of an environment's shared level u_e (``environment_level``); the fit's starting value."""

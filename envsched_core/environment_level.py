@@ -8,6 +8,9 @@ them ~0.001. So u_e's posterior is computed on a grid from the recent groups' ex
 with the task's deviation integrated out and its weight forgotten at residual_decay per step of age, under a
 N(0, tau_env^2) prior; tau_env is the empirical-Bayes maximiser of the environments' marginal likelihood. A task
 whose own groups are in those sums gets the level without them (leave-one-out), so its own rollouts count once.
+Each group draws its deviation afresh: a task failing ten times counts a little as ten hints about its environment,
+not as one hard task. Integrating a task's deviation once over all its groups measured the same on the tuning
+worlds (docs/scheduler.md, "Settled environments"), so the simpler per-group form stays.
 """
 
 from __future__ import annotations

@@ -541,7 +541,12 @@ class OutcomeModel:
             "a_W": self.a_W,
             "a_X": self.a_X,
             "first_visits": self.first_visits.copy(),
-            **({"level": self.level.state_dict()} if self.level is not None else {}),
+            # flat, like every other key: the state is plain arrays and scalars
+            **(
+                {f"level_{k}": v for k, v in self.level.state_dict().items()}
+                if self.level is not None
+                else {}
+            ),
         }
 
     def check_state(self, state: dict) -> None:
@@ -574,5 +579,7 @@ class OutcomeModel:
         # records saved before the environment level existed have no E_mean, E_var: no environment evidence
         pad = np.zeros((len(visits), len(FIRST_VISIT_FIELDS) - visits.shape[1]))
         self.first_visits = np.hstack([visits, pad])
-        if self.level is not None and "level" in state:
-            self.level.load_state_dict(state["level"])
+        if self.level is not None and "level_tau_env" in state:
+            self.level.load_state_dict(
+                {k.removeprefix("level_"): v for k, v in state.items() if k.startswith("level_")}
+            )

@@ -73,3 +73,9 @@ def assert_resumes_exactly(make, run) -> dict:
 def group(task_id: str, step: int, rewards: list[float]) -> pd.DataFrame:
     """One task's rollouts at one step with the given rewards."""
     return pd.DataFrame({"task_id": task_id, "step": step, "reward": rewards})
+
+
+def observe_groups(model, rows, step: int, successes, g: int = 8) -> None:
+    """Fold one step's binary groups (``successes`` of ``g`` per task row) into an OutcomeModel."""
+    mean = np.asarray(successes, dtype=float) / g
+    model.update(np.asarray(rows), step, mean, mean * (1 - mean), np.full(len(rows), float(g)))

@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from task_frames import group, make_tasks
+from task_frames import observe_groups as observe
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.graph import propagation_matrix
@@ -26,11 +27,6 @@ def model(catalog: TaskCatalog, cfg: SchedulerConfig, edges=None) -> OutcomeMode
         src, dst = np.array(edges).T
         W = propagation_matrix(src, dst, np.full(len(src), 0.9), len(catalog), cfg.temperature)
     return OutcomeModel(catalog, cfg, W, None)
-
-
-def observe(m: OutcomeModel, rows, step: int, successes, g: int = 8) -> None:
-    mean = np.asarray(successes, dtype=float) / g
-    m.update(np.asarray(rows), step, mean, mean * (1 - mean), np.full(len(rows), float(g)))
 
 
 @pytest.fixture(scope="module")

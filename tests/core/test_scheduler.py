@@ -60,6 +60,8 @@ def test_scheduler_quota_and_no_duplicates_always_hold(catalog, success, seed, c
         assert batch["env_id"].value_counts().max() <= cfg.env_quota
         n_exploit = (batch["role"] == "exploit").sum()
         most = round((1 - min(cfg.rho_min, cfg.rho)) * cfg.batch_size) if cfg.adaptive_rho else cfg.n_exploit
+        # coverage_beats_exploit: coverage slots no task is worth go to exploitation (rho_t bounds coverage only)
+        most = cfg.batch_size if cfg.coverage_beats_exploit else most
         assert n_exploit == 0 if step == 1 else cfg.n_exploit <= n_exploit <= most  # adaptive rho
 
 
