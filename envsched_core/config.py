@@ -101,7 +101,7 @@ class SchedulerConfig:
     unseen tasks, which one all-fail group and W's 8-neighbour average cannot; tau (``residual_prior_sd``'s fit)
     becomes the spread within an environment. Measured, paired against it off: report worlds 100-104 -1.2 steps
     in default and shared, -2.4 in graded, 0.0 in paper; `settled` stress -2.4 (out-of-reach picks 0.284 -> 0.196);
-    none of 35 stress regimes separated worse; ACEBench +2.0 steps (seeds 0-9), tau-bench 0.0
+    none of 35 stress regimes separated worse; ACEBench +1.0 steps (seeds 0-9), tau-bench 0.0
     (docs/scheduler.md, "Settled environments")."""
     environment_prior_sd: float = 1.0
     """Prior sd (logits) of an environment's shared level u_e (``environment_level``); the fit's starting value."""
