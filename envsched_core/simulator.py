@@ -438,10 +438,14 @@ class Simulator:
     def _draw_rewards(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), G) rewards: Bernoulli(p) for binary verifiers, Binomial(K, p) / K for graded ones."""
         g, k = self.config.group_size, self.config.graded_checks
-        p = self._success(rows)[:, None]
+        p = self._group_success(rows)
         binary = (self.rng.random((len(rows), g)) < p).astype(float)
         graded = self.rng.binomial(k, np.broadcast_to(p, (len(rows), g))) / k
         return np.where(self._graded[rows][:, None], graded, binary)
+
+    def _group_success(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), 1): the success rate each group's rollouts are drawn at (a subclass may move it per group)."""
+        return self._success(rows)[:, None]
 
     def train(self, rollouts: pd.DataFrame, max_groups: int) -> int:
         """GRPO-like update from the first `max_groups` informative groups; returns how many trained."""

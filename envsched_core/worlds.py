@@ -9,8 +9,8 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Nineteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
-(it only gained the `_push_direction`, `_group_signal`, `_draw_rewards` and `_group_variance` hooks):
+Twenty mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+(it only gained the `_push_direction`, `_group_signal`, `_draw_rewards`, `_group_success` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
 * a scrambled catalogue: the embedding and every signature column (tools, effects, state fields,
@@ -60,6 +60,11 @@ Nineteen mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simu
   `FLOOR` + (1 - `FLOOR`) x its verifier's score (credit for a well-formed attempt, as a format reward adds), so a
   failed rollout scores 0.2 there and 0 elsewhere. The outcome is the same, on another scale: a group's push is
   the unscaled outcome's spread, and GRPO's normalised advantages do not see the floor at all.
+* rollouts that share their group's conditions (`group_sd`): every (step, task) group draws one logit shift
+  ~ N(0, `group_sd`^2) that all its G rollouts share (one sandbox, one seeded initial state, one slow API per
+  group), from a stream of its own; the policy is not touched. Groups come back all-pass or all-fail more often
+  than the success rate says, a group carries less evidence about the rate than G independent rollouts, and
+  its push is still its rewards' spread.
 * settled environments (`settled_envs`): that share of the environments is `SETTLED` logits easier or harder
   (the sign drawn per environment) than drawn, training and held-out tasks alike, from the start: mastered or out
   of reach (a policy that has trained on most of its catalogue before). Drawn from a stream of its own.
@@ -124,6 +129,12 @@ SCRAMBLED_COLUMNS = (
 )
 
 
+def _shifted(p: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """sigmoid(logit(p) + shift), exact at p = 0 and 1."""
+    e = np.exp(shift)
+    return p * e / (1.0 - p + p * e)
+
+
 class WorldSimulator(Simulator):
     """A Simulator with optional forgetting, scrambled catalogue, flaky (policy-blind) or noisy verifiers,
     multi-step tasks and environment updates (module docstring)."""
@@ -160,6 +171,7 @@ class WorldSimulator(Simulator):
         slow: float = 0.0,
         floor_envs: float = 0.0,
         settled_envs: float = 0.0,
+        group_sd: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -221,6 +233,10 @@ class WorldSimulator(Simulator):
             raise ValueError(f"WorldSimulator: floor_envs={floor_envs} must be in [0, 1].")
         if not 0.0 <= settled_envs < 1.0:
             raise ValueError(f"WorldSimulator: settled_envs={settled_envs} must be in [0, 1).")
+        if group_sd < 0 or (group_sd and (chain or noise)):
+            raise ValueError(
+                f"WorldSimulator: group_sd={group_sd} must be >= 0, and does not combine with chain tasks or noise."
+            )
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
         self.flaky_envs, self.broken = float(flaky_envs), float(broken)
@@ -233,7 +249,7 @@ class WorldSimulator(Simulator):
         self.duplicates, self.lookalikes = float(duplicates), float(lookalikes)
         self.lost, self.lost_envs, self.dropped = float(lost), float(lost_envs), float(dropped)
         self.partial, self.slow = float(partial), float(slow)
-        self.floor_envs = float(floor_envs)
+        self.floor_envs, self.group_sd = float(floor_envs), float(group_sd)
         super().__init__(config, seed)
         if unseen_envs > 0:
             self._hold_out_environments(unseen_envs)
@@ -508,6 +524,16 @@ class WorldSimulator(Simulator):
             variance = self._group_variance(
                 self.noise + (1 - 2 * self.noise) * self._success(self._train_rows)
             )
+        elif self.group_sd:  # over the group's shift, 9-point Gauss-Hermite
+            p = self._success(self._train_rows)
+            nodes, weights = np.polynomial.hermite_e.hermegauss(9)
+            variance = (
+                sum(
+                    w * self._group_variance(_shifted(p, self.group_sd * x))
+                    for x, w in zip(nodes, weights, strict=True)
+                )
+                / weights.sum()
+            )
         else:
             variance = super().expected_variance()
         # a judged task scores its level with the judge's spread (nothing while down or broken)
@@ -515,6 +541,14 @@ class WorldSimulator(Simulator):
             judging = self._judged[self._train_rows] & (self._success(self._train_rows) > 0)
             variance = np.where(judging, JUDGE_SD**2 * (g - 1) / g, variance)
         return np.where(self._floored[self._train_rows], (1 - FLOOR) ** 2 * variance, variance)
+
+    def _group_success(self, rows: np.ndarray) -> np.ndarray:
+        p = super()._group_success(rows)
+        if not self.group_sd:
+            return p
+        # one shift per (step, task), from a stream of its own: every round of a step sees the same
+        step = np.random.default_rng(np.random.SeedSequence([self.seed, 20, self.steps_done + 1]))
+        return _shifted(p, step.normal(0.0, self.group_sd, len(self._task_env))[rows][:, None])
 
     def _draw_rewards(self, rows: np.ndarray) -> np.ndarray:
         if self.chain:
@@ -656,6 +690,8 @@ class Regime:
     """Chance that any one rollout is lost, so its group comes back short; see `WorldSimulator`."""
     slow: float = 0.0
     """Share of training tasks that lose each rollout with chance `SLOW_LOSS`; see `WorldSimulator`."""
+    group_sd: float = 0.0
+    """sd (logits) of the shift every group's rollouts share; see `WorldSimulator`."""
     settled_envs: float = 0.0
     """Share of environments `SETTLED` logits easier or harder than drawn from the start; see `WorldSimulator`."""
     floor_envs: float = 0.0
@@ -698,6 +734,7 @@ class Regime:
             "slow": self.slow,
             "floor_envs": self.floor_envs,
             "settled_envs": self.settled_envs,
+            "group_sd": self.group_sd,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -993,6 +1030,15 @@ STRESS_REGIMES: dict[str, Regime] = by_name(
         "that has already trained on most of its catalogue)",
         BASE,
         settled_envs=0.9,
+        tags=("shared",),
+    ),
+    Regime(
+        "grouped",
+        "a group's rollouts share its conditions (one sandbox, one seeded initial state): every group draws one "
+        "logit shift ~ N(0, 1.5^2) for all its G rollouts, so groups come back all-pass or all-fail more often "
+        "than the success rate says and say less about it",
+        BASE,
+        group_sd=1.5,
         tags=("shared",),
     ),
     Regime(

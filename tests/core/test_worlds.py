@@ -430,6 +430,36 @@ def test_worlds_with_a_reward_floor_rescale_the_outcome_and_train_alike():
         WorldSimulator(config, floor_envs=1.5)
 
 
+def test_worlds_with_group_shifts_share_one_draw_per_group():
+    plain, batch, _ = every_task_once()
+    sim = WorldSimulator(TEN_ENVS, seed=4, group_sd=2.0)
+    np.testing.assert_array_equal(sim.success_probability(), plain.success_probability())  # the same policy
+    assert sim.heldout_score() == plain.heldout_score()
+    steps = 40
+    p = plain.success_probability()
+    binary, middle = ~sim._graded[sim._train_rows], (p > 0.3) & (p < 0.7)
+
+    def group_variances(world):
+        out = []
+        for step in range(1, steps + 1):
+            rewards = world.rollout(batch, step).groupby("task_id", sort=False)["reward"].var(ddof=0)
+            out.append(rewards.reindex(batch["task_id"]).to_numpy())
+            world._set_steps_done(step)  # the next step's draws, without training
+        return np.array(out)
+
+    shifted, independent = group_variances(sim), group_variances(plain)
+    # a group's rollouts share its conditions: all-pass or all-fail far more often at a middling success rate
+    equal = lambda v: (v[:, binary & middle] == 0).mean()  # noqa: E731
+    assert equal(shifted) > 5 * equal(independent) and equal(shifted) > 0.1
+    # the oracle's expected group variance is what the groups realise
+    np.testing.assert_allclose(shifted.mean(), sim.expected_variance().mean(), rtol=0.1)
+    assert sim.expected_variance()[middle].mean() < plain.expected_variance()[middle].mean()
+    with pytest.raises(ValueError, match="group_sd=-1"):
+        WorldSimulator(TEN_ENVS, group_sd=-1.0)
+    with pytest.raises(ValueError, match="does not combine"):
+        WorldSimulator(TEN_ENVS, group_sd=1.0, chain=True)
+
+
 def test_regime_names_are_unique():
     assert STRESS_REGIMES["slow"].config.lr == 2.0 and STRESS_REGIMES["slow-tasks"].slow > 0
     with pytest.raises(ValueError, match="'t' is given twice"):
