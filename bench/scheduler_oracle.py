@@ -93,7 +93,8 @@ class OracleEnvSched(EnvSched):
             value = true_quantity(self.sim, self.mode)
             n = self.stats.n_at(step)
             everything = np.ones(len(value), dtype=bool)
-            predicted = Predicted(value, everything, n, value, np.zeros(len(value)), None)
+            nothing = np.zeros(len(value), dtype=bool)  # no silence back-off in the simulator's worlds
+            predicted = Predicted(value, everything, n, value, np.zeros(len(value)), nothing)
             self._cache = (step, predicted, None)
         return self._cache[1]
 

@@ -16,6 +16,9 @@ tasks, noisy verifiers, broken environments, uneven environment sizes, environme
 environment ids that name benchmarks or single tasks, environments held out whole, tasks that never pass,
 environment outages, a judge blind to the policy, copied tasks, look-alike tasks, tasks whose groups never come
 back, groups that come back short, rewards with a floor, environments mastered or out of reach from the start).
+`--regimes latent` runs `envsched_core.latent_world.LATENT_REGIMES`: worlds of a second generative model, specified
+apart from the simulator (skills as directions in a latent space, negative transfer, correlated partial checks,
+Dr. GRPO's unnormalised advantages, held-out environments), none used for tuning either.
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
 (DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
 first K steps before the next one is selected.
@@ -61,7 +64,7 @@ from bench.overrides import without_refilling
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.schedulers import SCHEDULERS, fold_history
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
-from envsched_core.worlds import ALL_REGIMES, REGIMES, STRESS_REGIMES, Regime
+from envsched_core.worlds import ALL_REGIMES, LATENT_REGIMES, REGIMES, STRESS_REGIMES, LatentRegime, Regime
 
 BASELINES: dict[str, Callable] = {
     name: (lambda cat, b, spec=spec: spec.cls(cat, spec.config_cls(batch_size=b)))
@@ -89,7 +92,7 @@ QUICK_ABLATION_REGIMES = ("paper", "default", "no-info")
 
 @dataclass
 class World:
-    regime: Regime
+    regime: Regime | LatentRegime
     seed: int
     sim: Simulator
     catalog: TaskCatalog
@@ -116,7 +119,7 @@ def fmt(values, digits: int = 1) -> str:
     return f"{mean:,.{digits}f} ± {half:,.{digits}f}"
 
 
-def make_world(regime: Regime, seed: int, quick: bool) -> World:
+def make_world(regime: Regime | LatentRegime, seed: int, quick: bool) -> World:
     sim = regime.world(seed, quick)
     frame = sim.catalog_frame()
     first = sim.available_tasks()
@@ -379,7 +382,7 @@ def run_suite() -> None:
     parser.add_argument(
         "--regimes",
         default=None,
-        help="comma list (default: every suite regime; 'stress': the held-out ones)",
+        help="comma list (default: every suite regime; 'stress': the held-out ones; 'latent': the second world model)",
     )
     parser.add_argument(
         "--schedulers", default=None, help="comma list (default: baselines, envsched, ablations)"
@@ -410,10 +413,11 @@ def run_suite() -> None:
     if args.workers < 1:
         parser.error(f"--workers={args.workers} must be >= 1")
     regimes = args.regimes.split(",") if args.regimes else list(REGIMES)
-    regimes = [n for r in regimes for n in (STRESS_REGIMES if r == "stress" else [r])]
+    groups = {"stress": STRESS_REGIMES, "latent": LATENT_REGIMES}
+    regimes = [n for r in regimes for n in groups.get(r, [r])]
     unknown = [r for r in regimes if r not in ALL_REGIMES]
     if unknown:
-        parser.error(f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)} or 'stress'")
+        parser.error(f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress' or 'latent'")
     default_names = [*BASELINES, *ABLATIONS]
     names = args.schedulers.split(",") if args.schedulers else default_names
     unknown = [n for n in names if n not in BASELINES and n not in ABLATIONS]
@@ -461,7 +465,7 @@ def run_suite() -> None:
             config = regime.sim_config(args.quick)
             title = (
                 f"[{name}] {regime.description}; {config.n_envs} envs x {config.tasks_per_env} tasks"
-                + (f" on average (sizes ~ k^-{config.env_size_skew})" if config.env_size_skew else "")
+                + (f" on average (sizes ~ k^-{skew})" if (skew := getattr(config, "env_size_skew", 0)) else "")
                 + ", "
                 f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
                 f"step-{args.target_step} held-out score, horizon {horizon}"

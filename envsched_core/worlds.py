@@ -109,6 +109,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .latent_world import LATENT_REGIMES, LatentRegime
 from .simulator import SimConfig, Simulator, _position_in_env, structural_difficulty
 
 JUDGE_SD = 0.02  # the spread of a `judged` environment's score between rollouts of one task
@@ -1085,7 +1086,9 @@ STRESS_REGIMES: dict[str, Regime] = by_name(
         tags=("shared",),
     ),
 )
-ALL_REGIMES: dict[str, Regime] = {**REGIMES, **STRESS_REGIMES}
+ALL_REGIMES: dict[str, Regime | LatentRegime] = by_name(
+    *REGIMES.values(), *STRESS_REGIMES.values(), *LATENT_REGIMES.values()
+)
 
 
 def calibrate(regime: Regime, seeds: list[int], steps: int = 60, quick: bool = True) -> pd.DataFrame:

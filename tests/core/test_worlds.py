@@ -500,7 +500,7 @@ def test_worlds_shift_moves_the_chosen_environments_at_its_step_and_resets():
 
 
 def test_stress_regimes_are_held_out_variations_of_the_suite_worlds():
-    assert not set(STRESS_REGIMES) & set(REGIMES) and set(ALL_REGIMES) == set(REGIMES) | set(STRESS_REGIMES)
+    assert not set(STRESS_REGIMES) & set(REGIMES) and set(REGIMES) | set(STRESS_REGIMES) < set(ALL_REGIMES)
     base = REGIMES["default"].world(7).success_probability().mean()
     assert STRESS_REGIMES["easy"].world(7).success_probability().mean() > base + 0.1  # easier tasks
     sim = STRESS_REGIMES["g4"].world(7).reset(0)
