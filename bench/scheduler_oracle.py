@@ -33,7 +33,7 @@ from bench.scheduler_suite import _mean_or_dash, fmt, make_world, scheduler_for
 from envsched_core import EnvSched, SchedulerConfig
 from envsched_core.scheduler import Predicted
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
-from envsched_core.worlds import REGIMES
+from envsched_core.worlds import ALL_REGIMES
 
 MODES = ("variance", "std", "gain")
 GRADED_BANK = 256  # simulated groups per p for a graded task's E[std]
@@ -57,11 +57,15 @@ def graded_expected_std(p: np.ndarray, g: int, k: int, rng_seed: int = 7) -> np.
 
 def true_quantity(sim: Simulator, mode: str) -> np.ndarray:
     """The oracle's ranking quantity for every training task, catalogue order."""
+    if mode == "variance":
+        return sim.expected_variance()
+    if not isinstance(sim, Simulator):
+        raise ValueError(
+            f"oracle mode {mode!r} reads the base simulator's skills; {type(sim).__name__} has 'variance' only"
+        )
     c = sim.config
     rows = sim._train_rows
     p = sim._success(rows)
-    if mode == "variance":
-        return sim.expected_variance()
     graded = sim._graded[rows]
     std = binary_expected_std(p, c.group_size)
     if graded.any():
@@ -100,7 +104,7 @@ class OracleEnvSched(EnvSched):
 
 
 def run(regime: str, seed: int, names: list[str], horizon: int, target_step: int, overrides: dict) -> dict:
-    world = make_world(REGIMES[regime], seed, quick=True)
+    world = make_world(ALL_REGIMES[regime], seed, quick=True)
     out, runs = {}, {}
     for name in names:
         sim = world.sim.reset(seed)

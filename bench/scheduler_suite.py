@@ -465,7 +465,11 @@ def run_suite() -> None:
             config = regime.sim_config(args.quick)
             title = (
                 f"[{name}] {regime.description}; {config.n_envs} envs x {config.tasks_per_env} tasks"
-                + (f" on average (sizes ~ k^-{skew})" if (skew := getattr(config, "env_size_skew", 0)) else "")
+                + (
+                    f" on average (sizes ~ k^-{skew})"
+                    if (skew := getattr(config, "env_size_skew", 0))
+                    else ""
+                )
                 + ", "
                 f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
                 f"step-{args.target_step} held-out score, horizon {horizon}"

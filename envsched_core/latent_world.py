@@ -5,14 +5,16 @@ model (skills indexed by environment, tool type and family; a task loads on them
 tuned there may lean on that shape. These worlds keep the interface (`simulator.run_campaign`, the suite) and
 change the model:
 
-* Requirements. Each of `n_families` families has a prototype direction in R^dim; an environment's direction is
+* Requirements. Each of `n_families` families has a prototype direction in R^dim, a direction every family
+  shares (weight `shared_direction`: general agentic competence) plus one of its own; an environment's direction is
   its family's plus noise (`env_spread`), a task's its environment's plus noise (`task_spread`), each of unit
   length. The catalogue shows a direction only through tool names (the capabilities with its largest
   components, one tool base name per (capability, family)), a noisy linear image of it (the embedding) and text.
 * Policy. One skill vector s shared by every task, a familiarity b_e per environment, a memory m_i per task:
       z_i = a_i . s + b_e + m_i - d_i,      d_i = d0 + length_coef * gold_calls + N(0, private_sd^2).
   Transfer is continuous and can be negative: training task j moves task i by a_i . a_j times its push, so
-  tasks whose requirements point away from what was trained get worse (interference).
+  tasks whose requirements point away from what was trained get worse (interference; with `shared_direction` 0
+  families' prototypes are independent and a gain for one family is often a loss for another).
 * Rewards. Every rollout draws a quality eps ~ N(0, 1). A binary task passes with sigmoid(z_i + rollout_sd eps);
   a graded one has K checks with offsets c_ik ~ N(0, check_sd^2) of its own, check k passing with
   sigmoid(z_i + c_ik + rollout_sd eps), and rewards the share passed: the checks of one rollout are correlated,
@@ -55,6 +57,8 @@ class LatentConfig:
     """Environments of every family held out whole (never in the catalogue; the held-out score counts them)."""
     dim: int = 8
     """Dimension of the requirement space (at most len(CAPABILITIES))."""
+    shared_direction: float = 1.0
+    """Weight of the direction every family's prototype shares, against 1 for its own (0: independent families)."""
     env_spread: float = 0.6
     task_spread: float = 0.6
     """Noise around the family prototype (environment) and the environment's direction (task), before norming."""
@@ -68,9 +72,9 @@ class LatentConfig:
     d0: float = 2.0
     length_coef: float = 0.3
     private_sd: float = 1.5
-    lr_skill: float = 3.0
-    lr_env: float = 1.5
-    lr_task: float = 1.0
+    lr_skill: float = 0.6
+    lr_env: float = 0.5
+    lr_task: float = 0.5
     normalise: bool = True
     """std-normalised advantages (signal std(r)); False: r - mean (signal var(r))."""
     drift: float = 0.01
@@ -111,8 +115,11 @@ class LatentWorld:
         n_env_all = c.n_families * (c.envs_per_family + c.heldout_envs)
         family = np.repeat(np.arange(c.n_families), c.envs_per_family + c.heldout_envs)
         trained_env = np.tile(np.arange(c.envs_per_family + c.heldout_envs) < c.envs_per_family, c.n_families)
-        prototype = _unit(rng.normal(size=(c.n_families, c.dim)))
-        env_dir = _unit(prototype[family] + c.env_spread * rng.normal(size=(n_env_all, c.dim)) / np.sqrt(c.dim))
+        common = _unit(rng.normal(size=c.dim))
+        prototype = _unit(c.shared_direction * common + _unit(rng.normal(size=(c.n_families, c.dim))))
+        env_dir = _unit(
+            prototype[family] + c.env_spread * rng.normal(size=(n_env_all, c.dim)) / np.sqrt(c.dim)
+        )
         env = np.repeat(np.arange(n_env_all), per_env)
         slot = np.tile(np.arange(per_env), n_env_all)
         n = len(env)
@@ -158,7 +165,9 @@ class LatentWorld:
         binary = _sigmoid(z[:, None] + shift[None, :])  # (n, Q)
         checks = _sigmoid(z[:, None, None] + self._check_offset[rows][:, :, None] + shift[None, None, :])
         cond_mean = np.where(self._graded[rows][:, None], checks.mean(axis=1), binary)  # E[r | eps]
-        graded_within = (checks * (1 - checks)).sum(axis=1) / c.graded_checks**2  # independent checks given eps
+        graded_within = (checks * (1 - checks)).sum(
+            axis=1
+        ) / c.graded_checks**2  # independent checks given eps
         within = np.where(self._graded[rows][:, None], graded_within, binary * (1 - binary))  # Var(r | eps)
         mean = cond_mean @ _GH_WEIGHTS
         second = (within + cond_mean**2) @ _GH_WEIGHTS
@@ -181,7 +190,9 @@ class LatentWorld:
     def task_ids(self) -> np.ndarray:
         rows = self._train_rows
         j = rows - np.searchsorted(self._env, self._env[rows], side="left")
-        return np.char.add(np.char.add(self.env_names[self._env[rows]], "-t"), np.char.zfill(j.astype(str), 4))
+        return np.char.add(
+            np.char.add(self.env_names[self._env[rows]], "-t"), np.char.zfill(j.astype(str), 4)
+        )
 
     def catalog_frame(self) -> pd.DataFrame:
         """What a scheduler may see: one row per training task."""
@@ -193,7 +204,9 @@ class LatentWorld:
             tools.append([f"{self.env_names[e]}.{cap}_{noun}" for cap in caps])
             effects.append([EFFECT[cap] for cap in caps])
             fields.append(sorted({f"{noun}.status" for cap in caps if EFFECT[cap] != "read"}))
-            texts.append(f"In the {DOMAINS[self._domain[e]]} system, {' and '.join(caps)} the {noun} (case {n % 89}).")
+            texts.append(
+                f"In the {DOMAINS[self._domain[e]]} system, {' and '.join(caps)} the {noun} (case {n % 89})."
+            )
         return pd.DataFrame(
             {
                 "task_id": self.task_ids,
@@ -234,7 +247,11 @@ class LatentWorld:
         graded = (u < _sigmoid(z[:, :, None] + self._check_offset[rows][:, None, :])).mean(axis=2)
         reward = np.where(self._graded[rows][:, None], graded, binary)
         return pd.DataFrame(
-            {"task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), g), "step": int(step), "reward": reward.ravel()}
+            {
+                "task_id": np.repeat(batch["task_id"].astype(str).to_numpy(), g),
+                "step": int(step),
+                "reward": reward.ravel(),
+            }
         )
 
     def train(self, rollouts: pd.DataFrame, max_groups: int) -> int:
@@ -279,11 +296,13 @@ def _latent(name: str, description: str, **changes) -> LatentRegime:
     return LatentRegime(name, description, LatentConfig(**changes), tags=("shared",))
 
 
-# Held out like the stress set: none of these was used to choose a default.
+# Held out like the stress set: none of these was used to choose a default. Each was set so that random's held-out
+# score still climbs between steps 60 and 120 (two worlds each), and `latent-paper` so that random's batches come
+# near the paper's Table 2 (mean selected variance 0.04, median reward 0.58).
 LATENT_REGIMES: dict[str, LatentRegime] = {
     r.name: r
     for r in (
-        _latent("latent", "latent-skill world: requirements as directions, interference, correlated checks"),
+        _latent("latent", "latent world: requirements as directions, correlated checks"),
         _latent(
             "latent-paper",
             "latent world near the paper's Table 2 (random: mean selected variance ~0.04, median reward ~0.6)",
@@ -291,27 +310,37 @@ LATENT_REGIMES: dict[str, LatentRegime] = {
             graded_share=0.85,
             d0=0.6,
         ),
-        _latent("latent-drgrpo", "latent world trained with unnormalised advantages (push ~ var(r))", normalise=False),
+        _latent(
+            "latent-drgrpo",
+            "latent world trained with unnormalised advantages (push ~ var(r))",
+            normalise=False,
+        ),
         _latent(
             "latent-skill",
-            "latent world where only the shared skill vector learns (no environment familiarity)",
+            "latent world where only the skill vector learns (no environment familiarity)",
             lr_env=0.0,
-            lr_task=0.5,
+            lr_task=0.25,
             env_sd=0.3,
-            lr_skill=4.0,
+            lr_skill=0.8,
         ),
         _latent(
             "latent-memorise",
             "latent world where training mostly memorises the task (little transfer)",
-            lr_task=4.0,
-            lr_skill=1.0,
-            lr_env=0.5,
+            lr_task=2.0,
+            lr_skill=0.2,
+            lr_env=0.1,
         ),
         _latent(
             "latent-newenvs",
             "latent world scored on 12 environments never trained on (2 of each family)",
             heldout_envs=2,
             heldout_per_env=0,
+        ),
+        _latent(
+            "latent-interference",
+            "latent world whose families share no direction: a gain for one family is often a loss for another",
+            shared_direction=0.0,
+            lr_skill=1.5,
         ),
     )
 }

@@ -21,7 +21,9 @@ def test_expected_variance_is_the_mean_population_variance_of_drawn_groups():
     graded = sim._graded[sim._train_rows]
     assert 0 < graded.mean() < 1
     batch = pd.DataFrame({"task_id": np.asarray(sim.task_ids)})
-    draws = [sim.rollout(batch, 1)["reward"].to_numpy().reshape(len(batch), -1).var(axis=1) for _ in range(400)]
+    draws = [
+        sim.rollout(batch, 1)["reward"].to_numpy().reshape(len(batch), -1).var(axis=1) for _ in range(400)
+    ]
     realised = np.mean(draws, axis=0)
     expected = sim.expected_variance()
     for kind in (graded, ~graded):  # correlated checks and binary passes alike
@@ -55,7 +57,9 @@ def test_unnormalised_advantages_push_by_the_variance_and_all_equal_groups_not_a
     before = sim._logit(sim._train_rows[:1])
     sim.train(group_of(sim, sim.task_ids[0], [1, 0] * 4), max_groups=1)
     c = sim.config
-    np.testing.assert_allclose(sim._logit(sim._train_rows[:1]) - before, 0.25 * (c.lr_skill + c.lr_env + c.lr_task))
+    np.testing.assert_allclose(
+        sim._logit(sim._train_rows[:1]) - before, 0.25 * (c.lr_skill + c.lr_env + c.lr_task)
+    )
     assert sim.train(group_of(sim, sim.task_ids[1], [1] * 8), max_groups=1) == 0
 
 
@@ -82,7 +86,9 @@ def test_held_out_environments_never_reach_the_catalogue():
 
 
 def test_the_suite_runs_latent_regimes_and_they_are_held_out_by_name():
-    assert set(LATENT_REGIMES) <= set(ALL_REGIMES) and not set(LATENT_REGIMES) & (set(REGIMES) | set(STRESS_REGIMES))
+    assert set(LATENT_REGIMES) <= set(ALL_REGIMES) and not set(LATENT_REGIMES) & (
+        set(REGIMES) | set(STRESS_REGIMES)
+    )
     regime = LatentRegime("t", "small", SMALL, batch_size=8)
     world = make_world(regime, seed=1, quick=True)
     per_world = run_world(world, ["random", "dps", "envsched"], horizon=12, target_step=6)
