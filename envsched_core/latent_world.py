@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .catalog import TaskCatalog
+from .simulator import _sigmoid, env_task_ids
 
 CAPABILITIES = ("search", "update", "create", "cancel", "transfer", "book", "refund", "verify")
 EFFECT = {"search": "read", "verify": "read", "update": "write", "transfer": "write", "book": "create"}
@@ -95,10 +96,6 @@ class LatentConfig:
 
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-z))
 
 
 class LatentWorld:
@@ -165,10 +162,9 @@ class LatentWorld:
         binary = _sigmoid(z[:, None] + shift[None, :])  # (n, Q)
         checks = _sigmoid(z[:, None, None] + self._check_offset[rows][:, :, None] + shift[None, None, :])
         cond_mean = np.where(self._graded[rows][:, None], checks.mean(axis=1), binary)  # E[r | eps]
-        graded_within = (checks * (1 - checks)).sum(
-            axis=1
-        ) / c.graded_checks**2  # independent checks given eps
-        within = np.where(self._graded[rows][:, None], graded_within, binary * (1 - binary))  # Var(r | eps)
+        # Var(r | eps): independent checks given eps, or one Bernoulli draw
+        graded_within = (checks * (1 - checks)).sum(axis=1) / c.graded_checks**2
+        within = np.where(self._graded[rows][:, None], graded_within, binary * (1 - binary))
         mean = cond_mean @ _GH_WEIGHTS
         second = (within + cond_mean**2) @ _GH_WEIGHTS
         return mean, np.maximum(second - mean**2, 0.0)
@@ -188,11 +184,7 @@ class LatentWorld:
     # ---- catalogue --------------------------------------------------------------------------------
     @property
     def task_ids(self) -> np.ndarray:
-        rows = self._train_rows
-        j = rows - np.searchsorted(self._env, self._env[rows], side="left")
-        return np.char.add(
-            np.char.add(self.env_names[self._env[rows]], "-t"), np.char.zfill(j.astype(str), 4)
-        )
+        return env_task_ids(self.env_names, self._env[self._train_rows])
 
     def catalog_frame(self) -> pd.DataFrame:
         """What a scheduler may see: one row per training task."""

@@ -204,6 +204,14 @@ def _position_in_env(env: np.ndarray) -> np.ndarray:
     return np.arange(len(env)) - np.searchsorted(env, env, side="left")
 
 
+def env_task_ids(env_names: np.ndarray, env: np.ndarray) -> np.ndarray:
+    """Task ids "<environment>-t<position in it>" for rows sorted by environment ``env``, the position at a fixed
+    width, so ids sort in catalogue order."""
+    j = _position_in_env(env)
+    width = max(4, len(str(int(j.max(initial=0)))))
+    return np.char.add(np.char.add(env_names[env], "-t"), np.char.zfill(j.astype(str), width))
+
+
 class Simulator:
     """A world (fixed by `seed`) plus a policy that `reset(run_seed)` restores to its start."""
 
@@ -367,10 +375,7 @@ class Simulator:
     # ---- catalogue --------------------------------------------------------------------------------
     @property
     def task_ids(self) -> np.ndarray:
-        e = self._task_env[self._train_rows]
-        j = _position_in_env(e)
-        width = max(4, len(str(int(j.max(initial=0)))))  # fixed width, so ids sort in catalogue order
-        return np.char.add(np.char.add(self.env_names[e], "-t"), np.char.zfill(j.astype(str), width))
+        return env_task_ids(self.env_names, self._task_env[self._train_rows])
 
     def catalog_frame(self) -> pd.DataFrame:
         """What a scheduler may see: one row per training task."""
