@@ -8,7 +8,15 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from bench.scheduler_suite import counted_steps, make_world, repeats, run_scheduler, run_world, share_in
+from bench.scheduler_suite import (
+    counted_steps,
+    make_world,
+    paper_regime,
+    repeats,
+    run_scheduler,
+    run_world,
+    share_in,
+)
 from envsched_core.worlds import ALL_REGIMES
 
 LATE = replace(
@@ -65,3 +73,10 @@ def test_repeat_picks_count_the_tasks_whose_original_is_already_in_the_batch():
     assert repeats(make_world(small("default"), 2, True).sim, ids) is None  # no copies: not reported
     per_world = run_world(world, ["random", "envsched"], horizon=8, target_step=4)
     assert 0 <= per_world["envsched"]["repeats"] <= 1 and np.isnan(per_world["envsched"]["down"])
+
+
+def test_the_summary_takes_the_paper_regime_or_the_first_variation_of_it_that_ran():
+    assert paper_regime(["default", "paper-g4", "paper"]) == "paper"
+    assert paper_regime(["latent", "latent-paper", "paper-shift"]) == "latent-paper"
+    assert paper_regime(["easy", "paper-b64"]) == "paper-b64"
+    assert paper_regime(["latent", "papery", "default"]) is None
