@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .catalog import TaskCatalog
-from .simulator import _sigmoid, env_task_ids
+from .simulator import _sigmoid, catalog_columns, env_task_ids
 
 CAPABILITIES = ("search", "update", "create", "cancel", "transfer", "book", "refund", "verify")
 EFFECT = {"search": "read", "verify": "read", "update": "write", "transfer": "write", "book": "create"}
@@ -199,20 +199,17 @@ class LatentWorld:
             texts.append(
                 f"In the {DOMAINS[self._domain[e]]} system, {' and '.join(caps)} the {noun} (case {n % 89})."
             )
-        return pd.DataFrame(
-            {
-                "task_id": self.task_ids,
-                "env_id": self.env_names[self._env[rows]],
-                "text": texts,
-                "tools": tools,
-                "tool_effects": effects,
-                "state_fields": fields,
-                "turns": self._turns[rows].astype(int),
-                "gold_calls": self._gold_calls[rows].astype(int),
-                "verifier": np.where(self._graded[rows], "partial_checks", "state_match"),
-                "reward_kind": np.where(self._graded[rows], "graded", "binary"),
-                "embedding": list(self._embedding[rows]),
-            }
+        return catalog_columns(
+            self.task_ids,
+            self.env_names[self._env[rows]],
+            texts,
+            tools,
+            effects,
+            fields,
+            self._turns[rows],
+            self._gold_calls[rows],
+            self._graded[rows],
+            self._embedding[rows],
         )
 
     def task_catalog(self) -> TaskCatalog:

@@ -212,6 +212,37 @@ def env_task_ids(env_names: np.ndarray, env: np.ndarray) -> np.ndarray:
     return np.char.add(np.char.add(env_names[env], "-t"), np.char.zfill(j.astype(str), width))
 
 
+def catalog_columns(
+    task_ids: np.ndarray,
+    env_ids: np.ndarray,
+    texts: list[str],
+    tools: list[list[str]],
+    effects: list[list[str]],
+    fields: list[list[str]],
+    turns: np.ndarray,
+    gold_calls: np.ndarray,
+    graded: np.ndarray,
+    embedding: np.ndarray,
+) -> pd.DataFrame:
+    """The catalogue frame a scheduler may see, one row per training task, in the columns every world model
+    writes (this simulator and `latent_world.LatentWorld`)."""
+    return pd.DataFrame(
+        {
+            "task_id": task_ids,
+            "env_id": env_ids,
+            "text": texts,
+            "tools": tools,
+            "tool_effects": effects,
+            "state_fields": fields,
+            "turns": turns.astype(int),
+            "gold_calls": gold_calls.astype(int),
+            "verifier": np.where(graded, "partial_checks", "state_match"),
+            "reward_kind": np.where(graded, "graded", "binary"),
+            "embedding": list(embedding),
+        }
+    )
+
+
 class Simulator:
     """A world (fixed by `seed`) plus a policy that `reset(run_seed)` restores to its start."""
 
@@ -398,20 +429,17 @@ class Simulator:
                 f"{openers[rng.integers(4)]} {steps} in the {_DOMAINS[self.env_domain[e]]} "
                 f"system (case {n % 97})."
             )
-        return pd.DataFrame(
-            {
-                "task_id": self.task_ids,
-                "env_id": self.env_names[env],
-                "text": texts,
-                "tools": tools,
-                "tool_effects": effects,
-                "state_fields": fields,
-                "turns": self._turns[rows].astype(int),
-                "gold_calls": self._gold_calls[rows].astype(int),
-                "verifier": np.where(self._graded[rows], "partial_checks", "state_match"),
-                "reward_kind": np.where(self._graded[rows], "graded", "binary"),
-                "embedding": list(self._embedding),
-            }
+        return catalog_columns(
+            self.task_ids,
+            self.env_names[env],
+            texts,
+            tools,
+            effects,
+            fields,
+            self._turns[rows],
+            self._gold_calls[rows],
+            self._graded[rows],
+            self._embedding,
         )
 
     def task_catalog(self) -> TaskCatalog:
