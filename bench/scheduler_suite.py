@@ -28,7 +28,8 @@ reaches what random reaches at step T (a world where the target is never reached
 counts as horizon + 1 steps and the rollouts spent by then: a lower bound, flagged by `reached`);
 the paper's Table 2 statistics (mean / median selected variance, median reward, environments and tools
 per batch, over the horizon); exploitation hit rate at steps 1 and 7; the held-out score at the horizon; in
-attack worlds with flaky verifiers (or broken ones, which never pass), the share of each batch spent on them; where environments join late
+attack worlds with flaky verifiers (or broken ones, which never pass, or inverted ones, which pass the wrong
+attempt), the share of each batch spent on them; where environments join late
 (`late-envs`: every scheduler rebuilt from the campaign's history then), the share of each batch in them over
 the 10 steps from the one they join at; where some environments go down (`outage`), the share of each batch in
 them over the 10 steps from the outage's first and from the step they are back; where tasks are copies of others
@@ -217,6 +218,7 @@ def repeats(sim, ids: np.ndarray):
 WATCHED = {
     "flaky": ("flaky picks", share_of("flaky_tasks"), None),
     "broken": ("broken picks", share_of("broken_tasks"), None),
+    "inverted": ("inverted picks", share_of("inverted_tasks"), None),
     "late": ("new-env picks", share_of("late_tasks"), "late_step"),
     "down": ("picks while down", share_of("outage_tasks"), "outage_step"),
     "back": ("picks once back", share_of("outage_tasks"), "outage_end"),

@@ -26,6 +26,12 @@ Twenty mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simula
 * broken tasks (`broken`): a share of the training tasks have a wrong gold answer, so their verifier never passes
   (success rate 0 whatever the policy does; drawn per task from a stream of its own, held-out tasks never broken).
   They look like very hard tasks and never give a mixed group.
+* inverted verifiers (`inverted`): a share of the training tasks have a wrong gold answer that the policy *can*
+  match: the verifier passes what the true one fails and fails what it passes (each check of a graded one), so
+  the task's reward is 1 - its true success rate. Its groups are as mixed as the true task's, and learnable, but
+  GRPO on them pushes every skill the task loads on the wrong way (the push's sign flipped): the policy gets better
+  at the wrong answer and worse at the held-out tasks, which are never inverted. Drawn per task from a stream of
+  its own; nothing in the catalogue marks them.
 * environment outages (`outage`): the sandboxes of that share of the environments (at least one) are down over
   steps `outage_step` .. `outage_step + outage_steps - 1` (11-20 by default): every rollout of their training tasks
   scores 0, as a runner that scores a crashed sandbox 0 reports it, then they come back as they were. The policy is
@@ -173,6 +179,7 @@ class WorldSimulator(Simulator):
         floor_envs: float = 0.0,
         settled_envs: float = 0.0,
         group_sd: float = 0.0,
+        inverted: float = 0.0,
     ):
         if env_labels and task_env_ids:
             raise ValueError(
@@ -190,6 +197,8 @@ class WorldSimulator(Simulator):
             raise ValueError(f"WorldSimulator: flaky_envs={flaky_envs} must be in [0, 1).")
         if not 0.0 <= broken < 1.0:
             raise ValueError(f"WorldSimulator: broken={broken} must be in [0, 1).")
+        if not 0.0 <= inverted < 1.0:
+            raise ValueError(f"WorldSimulator: inverted={inverted} must be in [0, 1).")
         if not 0.0 <= outage <= 1.0 or outage_step < 1 or outage_steps < 1:
             raise ValueError(
                 f"WorldSimulator: outage={outage} must be in [0, 1], outage_step={outage_step} and "
@@ -225,10 +234,10 @@ class WorldSimulator(Simulator):
             raise ValueError("WorldSimulator: duplicates or lookalikes and unseen_envs do not combine.")
         if duplicates and lookalikes:
             raise ValueError("WorldSimulator: duplicates and lookalikes are two kinds of copy; choose one.")
-        if chain and (flaky or flaky_envs or noise or broken or outage or judged or floor_envs):
+        if chain and (flaky or flaky_envs or noise or broken or outage or judged or floor_envs or inverted):
             raise ValueError(
-                "WorldSimulator: chain tasks do not combine with flaky, broken, noisy, judged or floored verifiers or "
-                "outages."
+                "WorldSimulator: chain tasks do not combine with flaky, broken, inverted, noisy, judged or floored "
+                "verifiers or outages."
             )
         if not 0.0 <= floor_envs <= 1.0:
             raise ValueError(f"WorldSimulator: floor_envs={floor_envs} must be in [0, 1].")
@@ -240,7 +249,7 @@ class WorldSimulator(Simulator):
             )
         self.forget, self.scramble, self.flaky = float(forget), bool(scramble), float(flaky)
         self.env_labels, self.task_env_ids = int(env_labels), bool(task_env_ids)
-        self.flaky_envs, self.broken = float(flaky_envs), float(broken)
+        self.flaky_envs, self.broken, self.inverted = float(flaky_envs), float(broken), float(inverted)
         self.judged = float(judged)
         self._has_flaky = self.flaky > 0 or self.flaky_envs > 0 or self.judged > 0
         self.late_envs, self.late_step = float(late_envs), int(late_step)
@@ -269,6 +278,9 @@ class WorldSimulator(Simulator):
         self._broken[self._train_rows] = (
             np.random.default_rng(np.random.SeedSequence([self.seed, 9])).random(self.n_train) < self.broken
         )
+        self._inverted = np.zeros(n_all, dtype=bool)
+        inverted_draw = np.random.default_rng(np.random.SeedSequence([self.seed, 20])).random(self.n_train)
+        self._inverted[self._train_rows] = inverted_draw < self.inverted
         self._down = np.zeros(n_all, dtype=bool)  # training tasks of the environments an outage takes down
         self._down[self._train_rows] = self._whole_environments(self.outage, stream=10)
         self._lost = np.zeros(n_all, dtype=bool)  # training tasks whose groups never come back
@@ -452,6 +464,11 @@ class WorldSimulator(Simulator):
         return self._flaky[self._train_rows]
 
     @property
+    def inverted_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of those whose verifier is inverted (oracle)."""
+        return self._inverted[self._train_rows]
+
+    @property
     def broken_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of those whose verifier never passes (oracle)."""
         return self._broken[self._train_rows]
@@ -495,6 +512,8 @@ class WorldSimulator(Simulator):
         if self.chain:
             return self._chain_moments(rows)[0]
         p = super()._success(rows)
+        if self.inverted:  # each check passes exactly when the true one fails
+            p = np.where(self._inverted[rows], 1.0 - p, p)
         if self._has_flaky:
             p = np.where(self._flaky[rows], self._flaky_rate[rows], p)
         if self.in_outage():
@@ -617,6 +636,8 @@ class WorldSimulator(Simulator):
         return read_pass - read_fail
 
     def _push_direction(self, rows: np.ndarray, push: np.ndarray) -> np.ndarray:
+        if self.inverted:  # the advantage favours the wrong attempt: every skill moves the wrong way
+            push = np.where(self._inverted[rows][:, None], -push, push)
         if not self._has_flaky or not self._flaky[rows].any():
             return push
         noise = self.rng.normal(size=push.shape)
@@ -693,6 +714,8 @@ class Regime:
     """Share of training tasks that lose each rollout with chance `SLOW_LOSS`; see `WorldSimulator`."""
     group_sd: float = 0.0
     """sd (logits) of the shift every group's rollouts share; see `WorldSimulator`."""
+    inverted: float = 0.0
+    """Share of training tasks whose verifier passes what the true one fails; see `WorldSimulator`."""
     settled_envs: float = 0.0
     """Share of environments `SETTLED` logits easier or harder than drawn from the start; see `WorldSimulator`."""
     floor_envs: float = 0.0
@@ -736,6 +759,7 @@ class Regime:
             "floor_envs": self.floor_envs,
             "settled_envs": self.settled_envs,
             "group_sd": self.group_sd,
+            "inverted": self.inverted,
             "shift": self.shift,
             "chain": self.chain,
             "noise": self.noise,
@@ -1014,6 +1038,15 @@ STRESS_REGIMES: dict[str, Regime] = by_name(
         "groups come back with about 2 of 8 rewards, often one, and teach little",
         BASE,
         slow=0.2,
+        tags=("shared",),
+    ),
+    Regime(
+        "inverted",
+        "a fifth of the training tasks have an inverted verifier: it passes what the true one fails (a wrong gold "
+        "answer the policy can match), so their groups are mixed and learnable, and GRPO on them moves every skill "
+        "they share the wrong way",
+        BASE,
+        inverted=0.2,
         tags=("shared",),
     ),
     Regime(

@@ -205,6 +205,33 @@ def test_worlds_broken_tasks_never_pass_and_change_nothing_else():
         WorldSimulator(config, broken=1.0)
 
 
+def test_worlds_inverted_tasks_pay_the_wrong_answer_and_teach_the_wrong_skill():
+    config = replace(SMALL, n_envs=9, drift=0.0)
+    sim, plain = WorldSimulator(config, seed=4, inverted=0.3), WorldSimulator(config, seed=4)
+    inverted = sim.inverted_tasks
+    assert 0 < inverted.sum() < len(inverted) and not plain.inverted_tasks.any()
+    p, p_plain = sim.success_probability(), plain.success_probability()
+    np.testing.assert_allclose(p[inverted], 1 - p_plain[inverted])
+    np.testing.assert_array_equal(p[~inverted], p_plain[~inverted])
+    # as mixed as the true task
+    np.testing.assert_allclose(sim.expected_variance(), plain.expected_variance())
+    assert sim.heldout_score() == plain.heldout_score()  # held-out tasks are never inverted
+    pd.testing.assert_frame_equal(sim.catalog_frame(), plain.catalog_frame())  # nothing marks them
+    ids = np.asarray(sim.task_ids)
+    # GRPO on an inverted task's group lowers every skill it loads on, and the held-out score with them; the same
+    # push on the true verifier raises them
+    before = sim.theta.copy()
+    trained = sim.train(sim.rollout(pd.DataFrame({"task_id": ids[inverted]}), step=1), max_groups=len(ids))
+    assert trained > 0
+    moved = sim.theta - before
+    assert (moved <= 0).all() and moved.min() < 0
+    assert sim.heldout_score() < plain.heldout_score()
+    with pytest.raises(ValueError, match="inverted=1.0"):
+        WorldSimulator(config, inverted=1.0)
+    with pytest.raises(ValueError, match="do not combine"):
+        WorldSimulator(config, inverted=0.1, chain=True)
+
+
 def test_worlds_outage_zeroes_the_down_environments_over_its_steps_only():
     config = replace(SMALL, n_envs=8, drift=0.0)
     sim = WorldSimulator(config, seed=4, outage=0.25, outage_step=3, outage_steps=2)
@@ -538,7 +565,7 @@ def test_worlds_chain_tasks_stop_at_their_first_failing_call():
     assert np.abs(rewards.mean(axis=1) - mean).max() < 0.04
     assert np.abs(rewards.var(axis=1) - var).max() < 0.03
     np.testing.assert_allclose(sim.success_probability(), mean)  # the expected reward under the verifier
-    with pytest.raises(ValueError, match="do not combine with flaky, broken, noisy"):
+    with pytest.raises(ValueError, match="do not combine with flaky, broken, inverted, noisy"):
         WorldSimulator(SMALL, chain=True, flaky=0.1)
 
 
