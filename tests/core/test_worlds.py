@@ -188,12 +188,20 @@ def test_worlds_unseen_environments_leave_the_catalogue_and_alone_make_the_held_
         WorldSimulator(config, unseen_envs=1.0)
 
 
+NINE_ENVS = replace(SMALL, n_envs=9, drift=0.0)
+
+
+def attacked_and_plain(attack: str, share: float):
+    """The nine-environment world with ``share`` of its training tasks under ``attack`` and without it, the
+    attacked tasks' mask (some, not all) and both worlds' success probabilities."""
+    sim, plain = WorldSimulator(NINE_ENVS, seed=4, **{attack: share}), WorldSimulator(NINE_ENVS, seed=4)
+    mask = getattr(sim, f"{attack}_tasks")
+    assert 0 < mask.sum() < len(mask) and not getattr(plain, f"{attack}_tasks").any()
+    return sim, plain, mask, sim.success_probability(), plain.success_probability()
+
+
 def test_worlds_broken_tasks_never_pass_and_change_nothing_else():
-    config = replace(SMALL, n_envs=9, drift=0.0)
-    sim, plain = WorldSimulator(config, seed=4, broken=0.3), WorldSimulator(config, seed=4)
-    broken = sim.broken_tasks
-    assert 0 < broken.sum() < len(broken) and not plain.broken_tasks.any()
-    p, p_plain = sim.success_probability(), plain.success_probability()
+    sim, plain, broken, p, p_plain = attacked_and_plain("broken", 0.3)
     assert (p[broken] == 0).all()
     np.testing.assert_array_equal(p[~broken], p_plain[~broken])
     assert sim.heldout_score() == plain.heldout_score()  # held-out tasks are never broken
@@ -202,15 +210,11 @@ def test_worlds_broken_tasks_never_pass_and_change_nothing_else():
     assert (rewards == 0).all()  # binary or graded, not one check passes
     pd.testing.assert_frame_equal(sim.catalog_frame(), plain.catalog_frame())  # nothing marks them
     with pytest.raises(ValueError, match="broken=1.0"):
-        WorldSimulator(config, broken=1.0)
+        WorldSimulator(NINE_ENVS, broken=1.0)
 
 
 def test_worlds_inverted_tasks_pay_the_wrong_answer_and_teach_the_wrong_skill():
-    config = replace(SMALL, n_envs=9, drift=0.0)
-    sim, plain = WorldSimulator(config, seed=4, inverted=0.3), WorldSimulator(config, seed=4)
-    inverted = sim.inverted_tasks
-    assert 0 < inverted.sum() < len(inverted) and not plain.inverted_tasks.any()
-    p, p_plain = sim.success_probability(), plain.success_probability()
+    sim, plain, inverted, p, p_plain = attacked_and_plain("inverted", 0.3)
     np.testing.assert_allclose(p[inverted], 1 - p_plain[inverted])
     np.testing.assert_array_equal(p[~inverted], p_plain[~inverted])
     # as mixed as the true task
@@ -227,9 +231,9 @@ def test_worlds_inverted_tasks_pay_the_wrong_answer_and_teach_the_wrong_skill():
     assert (moved <= 0).all() and moved.min() < 0
     assert sim.heldout_score() < plain.heldout_score()
     with pytest.raises(ValueError, match="inverted=1.0"):
-        WorldSimulator(config, inverted=1.0)
+        WorldSimulator(NINE_ENVS, inverted=1.0)
     with pytest.raises(ValueError, match="do not combine"):
-        WorldSimulator(config, inverted=0.1, chain=True)
+        WorldSimulator(NINE_ENVS, inverted=0.1, chain=True)
 
 
 def test_worlds_outage_zeroes_the_down_environments_over_its_steps_only():
