@@ -89,6 +89,7 @@ ABLATIONS: dict[str, dict] = {
     "es:eta=0": {"eta": 0.0},
     "es:no-transfer": {"transfer_weight": 0.0},
     "es:graded-only": {"full_pass_weight": 0.0},  # partial credit alone, not blended with the full pass
+    "es:fixed-blend": {"full_pass_by_correlation": False},  # the whole blend in every environment
     "es:refill": {"refill_rounds": 3},  # switched on, not off: up to 3 refill rounds a step (off by default)
 }
 QUICK_ABLATION_REGIMES = ("paper", "default", "no-info")

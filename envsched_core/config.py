@@ -195,6 +195,11 @@ class SchedulerConfig:
     (milestones, turns passed before the first failure) it tilts toward the groups where passes and failures meet.
     Training still uses the graded rewards; binary rewards read the same for every w (docs/scheduler.md,
     "Full passes or partial credit")."""
+    full_pass_by_correlation: bool = True
+    """Scale full_pass_weight per environment by how much its graded verifier's checks move together within a
+    rollout (``envsched_core.check_correlation``): the whole weight from a correlation of 0.1 up (progress along a
+    sequence: BFCL 0.25, ACEBench 0.44), about none for independent checks (the simulator's, ~0.02). Each
+    environment starts at the whole weight."""
     reward_floor: bool = True
     """Read each environment's rewards above its floor, the lowest reward it has returned: (r - f) / (1 - f). An
     environment that credits a failed attempt (a format reward) then reads as one that scores it 0, as GRPO's

@@ -30,6 +30,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .catalog import TaskCatalog
+from .check_correlation import CheckCorrelation
 from .config import SchedulerConfig
 from .dispersion import TaskDispersion
 from .env_calibration import EnvironmentCalibration
@@ -241,6 +242,9 @@ class EnvSched:
         )
         # each environment's lowest reward, its floor
         self.floors = RewardFloors(self.catalog.n_envs) if cfg.reward_floor else None
+        # how much each environment's partial checks move together, for the full-pass blend
+        blended = cfg.full_pass_by_correlation and cfg.full_pass_weight > 0
+        self.checks = CheckCorrelation(n_tasks, n_envs) if blended else None
 
     # --- prediction -------------------------------------------------------------------------------
     def _refresh_cross(self) -> None:
@@ -630,6 +634,10 @@ class EnvSched:
             rollouts = rollouts.assign(reward=self.floors.rescale(env, reward))
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
+            if self.checks is not None:  # as much of the blend as the verifier's checks move together
+                read = group_outcomes(rollouts, idx)
+                self.checks.update(idx, reward.to_numpy(), read, self.catalog.env[read["idx"].to_numpy()])
+                w = self.checks.weight(w)[self.catalog.env[idx]]
             rollouts = rollouts.assign(reward=(1 - w) * reward + w * (reward >= CORRECT_REWARD))
         groups = group_outcomes(rollouts, idx)  # the same (step, task) order as ``training``
         # the dispersion ratios' numerator: the variance of the reward the trainer uses, or the blended reading's
@@ -736,6 +744,7 @@ class EnvSched:
             "short_groups": self.short.state_dict() if self.short is not None else {},
             "reward_floors": self.floors.state_dict() if self.floors is not None else {},
             "env_calibration": self.calibration.state_dict() if self.calibration is not None else {},
+            "check_correlation": self.checks.state_dict() if self.checks is not None else {},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -785,6 +794,7 @@ class EnvSched:
             "short_groups": self.short,
             "reward_floors": self.floors,
             "env_calibration": self.calibration,
+            "check_correlation": self.checks,
         }
         for key, tracker in trackers.items():
             if tracker is not None and state.get(key):

@@ -405,7 +405,9 @@ def test_scheduler_predict_reports_every_task(catalog, success):
 def test_scheduler_reads_rewards_as_partial_credit_blended_with_the_full_pass(
     catalog, weight, partial_stats, passing_stats
 ):
-    sched = EnvSched(catalog, SchedulerConfig(batch_size=16, full_pass_weight=weight), seed=0)
+    # the weight as given in every environment (full_pass_by_correlation scales it: test_check_correlation.py)
+    config = SchedulerConfig(batch_size=16, full_pass_weight=weight, full_pass_by_correlation=False)
+    sched = EnvSched(catalog, config, seed=0)
     partial, passing, binary = sched.select(1)["task_id"][:3]
     sched.observe(
         pd.concat(
