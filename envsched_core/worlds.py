@@ -9,7 +9,7 @@ rollout noise). `bench/scheduler_suite.py` runs every scheduler on several world
     sim = regime.world(seed=100)            # a Simulator (a WorldSimulator when the regime needs one)
     frame = sim.catalog_frame()             # what a scheduler may see
 
-Twenty mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
+Mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's worlds stay unchanged
 (it only gained the `_push_direction`, `_group_signal`, `_draw_rewards`, `_group_success` and `_group_variance` hooks):
 * forgetting: after each step every shared skill moves a share `forget` of the way back to its
   initial value (on top of the random-walk drift), so skills that are not trained decay;
@@ -275,25 +275,20 @@ class WorldSimulator(Simulator):
         self._flaky |= self._judged
         self._late = self._whole_environments(self.late_envs, stream=7)  # they join the pool at late_step
         self._broken = np.zeros(n_all, dtype=bool)
-        self._broken[self._train_rows] = (
-            np.random.default_rng(np.random.SeedSequence([self.seed, 9])).random(self.n_train) < self.broken
-        )
+        self._broken[self._train_rows] = self._some_tasks(self.broken, stream=9)
         self._inverted = np.zeros(n_all, dtype=bool)
-        inverted_draw = np.random.default_rng(np.random.SeedSequence([self.seed, 20])).random(self.n_train)
-        self._inverted[self._train_rows] = inverted_draw < self.inverted
+        self._inverted[self._train_rows] = self._some_tasks(self.inverted, stream=20)
         self._down = np.zeros(n_all, dtype=bool)  # training tasks of the environments an outage takes down
         self._down[self._train_rows] = self._whole_environments(self.outage, stream=10)
         self._lost = np.zeros(n_all, dtype=bool)  # training tasks whose groups never come back
-        self._lost[self._train_rows] = (
-            np.random.default_rng(np.random.SeedSequence([self.seed, 13])).random(self.n_train) < self.lost
-        ) | self._whole_environments(self.lost_envs, stream=14)
+        self._lost[self._train_rows] = self._some_tasks(self.lost, stream=13) | self._whole_environments(
+            self.lost_envs, stream=14
+        )
         # the chance that one rollout of each task is lost (`partial`, `slow`)
         self._floored = np.zeros(n_all, dtype=bool)  # training tasks whose reward has a floor (`floor_envs`)
         self._floored[self._train_rows] = self._whole_environments(self.floor_envs, stream=18)
         self._slow = np.zeros(n_all, dtype=bool)
-        self._slow[self._train_rows] = (
-            np.random.default_rng(np.random.SeedSequence([self.seed, 16])).random(self.n_train) < self.slow
-        )
+        self._slow[self._train_rows] = self._some_tasks(self.slow, stream=16)
         self._rollout_loss = np.zeros(n_all)
         self._rollout_loss[self._train_rows] = np.where(self._slow[self._train_rows], SLOW_LOSS, self.partial)
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
@@ -388,6 +383,11 @@ class WorldSimulator(Simulator):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self._set_steps_done(int(state["steps_done"]))
+
+    def _some_tasks(self, share: float, stream: int) -> np.ndarray:
+        """Mask over training tasks, each in it with chance ``share``, drawn from a stream of their own so the rest
+        of the world is the same with or without them."""
+        return np.random.default_rng(np.random.SeedSequence([self.seed, stream])).random(self.n_train) < share
 
     def _whole_environments(self, share: float, stream: int) -> np.ndarray:
         """Mask over training tasks of round(share x environments) environments (at least one when share > 0),
