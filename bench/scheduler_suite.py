@@ -19,6 +19,9 @@ back, groups that come back short, rewards with a floor, environments mastered o
 `--regimes latent` runs `envsched_core.latent_world.LATENT_REGIMES`: worlds of a second generative model, specified
 apart from the simulator (skills as directions in a latent space, negative transfer, correlated partial checks,
 Dr. GRPO's unnormalised advantages, held-out environments), none used for tuning either.
+`--catalogue required` shows every scheduler only the catalogue's four required columns (task_id, env_id, text,
+tools; embeddings from the shipped model over the text), as a trainer's own task list may give them, instead of every
+column the world writes (lengths, tool effects, verifier kinds, a world-made embedding).
 `--observe-lag L` runs an asynchronous trainer: select(t) has seen the rewards of steps <= t-1-L only
 (DAPO and GRESO, whose refill reads each round's rewards, are left out); `--sync-warmup K` observes the
 first K steps before the next one is selected.
@@ -66,6 +69,7 @@ from threadpoolctl import threadpool_limits
 
 from bench.overrides import without_refilling
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
+from envsched_core.catalog import REQUIRED_COLUMNS
 from envsched_core.schedulers import SCHEDULERS, fold_history
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
 from envsched_core.worlds import ALL_REGIMES, LATENT_REGIMES, REGIMES, STRESS_REGIMES, LatentRegime, Regime
@@ -124,9 +128,14 @@ def fmt(values, digits: int = 1) -> str:
     return f"{mean:,.{digits}f} ± {half:,.{digits}f}"
 
 
-def make_world(regime: Regime | LatentRegime, seed: int, quick: bool) -> World:
+def make_world(regime: Regime | LatentRegime, seed: int, quick: bool, catalogue: str = "full") -> World:
+    """The world of ``regime`` and ``seed``; ``catalogue`` 'required': the schedulers see only the catalogue's
+    required columns (task_id, env_id, text, tools; embeddings from the shipped model over the text), as a
+    trainer's own task list may give them, instead of every column the world writes."""
     sim = regime.world(seed, quick)
     frame = sim.catalog_frame()
+    if catalogue == "required":
+        frame = frame[list(REQUIRED_COLUMNS)]
     first = sim.available_tasks()
     first_catalog = None if first.all() else TaskCatalog.from_frame(frame.loc[first].reset_index(drop=True))
     return World(regime, seed, sim, TaskCatalog.from_frame(frame), first_catalog)
@@ -360,11 +369,11 @@ def verdict(per_world: list[dict[str, dict]], names: list[str]) -> tuple[str, bo
     return best, ok, steps["random"].mean() / es, best_baseline_steps / es
 
 
-def world_job(job: tuple[str, int, bool, list[str], int, int, int, int]) -> dict[str, dict]:
+def world_job(job: tuple[str, int, bool, list[str], int, int, int, int, str]) -> dict[str, dict]:
     """One (regime, world seed): every scheduler on that world (a pool worker's unit of work)."""
-    name, seed, quick, run_names, horizon, target_step, lag, warmup = job
+    name, seed, quick, run_names, horizon, target_step, lag, warmup, catalogue = job
     with threadpool_limits(limits=1):  # small matrices: BLAS threads only thrash on a shared machine
-        world = make_world(ALL_REGIMES[name], seed, quick)
+        world = make_world(ALL_REGIMES[name], seed, quick, catalogue)
         return run_world(world, run_names, horizon, target_step, lag, warmup)
 
 
@@ -408,6 +417,12 @@ def run_suite() -> None:
         type=int,
         default=0,
         help="K: with --observe-lag, the first K steps are observed before the next one is selected",
+    )
+    parser.add_argument(
+        "--catalogue",
+        choices=["full", "required"],
+        default="full",
+        help="'required': schedulers see only task_id, env_id, text and tools (embeddings from the shipped model)",
     )
     parser.add_argument(
         "--workers",
@@ -454,7 +469,17 @@ def run_suite() -> None:
         for name in regimes
     }
     jobs = [
-        (name, seed, args.quick, plan[name], horizon, args.target_step, args.observe_lag, args.sync_warmup)
+        (
+            name,
+            seed,
+            args.quick,
+            plan[name],
+            horizon,
+            args.target_step,
+            args.observe_lag,
+            args.sync_warmup,
+            args.catalogue,
+        )
         for name in regimes
         for seed in seeds
     ]
@@ -479,6 +504,7 @@ def run_suite() -> None:
                 + ", "
                 f"B={regime.batch_size}, G={config.group_size}, {len(seeds)} worlds, target = random's "
                 f"step-{args.target_step} held-out score, horizon {horizon}"
+                + (", catalogue: the required columns only" if args.catalogue == "required" else "")
                 + (f", rewards observed {args.observe_lag} step(s) late" if args.observe_lag else "")
                 + (
                     f" after {args.sync_warmup} synchronous steps"

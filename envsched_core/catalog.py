@@ -129,7 +129,8 @@ class TaskCatalog:
     state_fields: sp.csr_matrix  # (N, S) binary
     signature: np.ndarray  # (N, s) float32 standardised static cross-env signature
     gold_calls: np.ndarray | None = None  # (N,) float64 gold tool calls per task (0 where unknown)
-    verifier_kind: np.ndarray | None = None  # (N,) int code of the task's verifier (else its reward_kind)
+    # (N,) int code of the task's verifier (else its reward_kind); None when the catalogue has neither column
+    verifier_kind: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self._index = pd.Index(self.task_ids)
@@ -222,12 +223,13 @@ class TaskCatalog:
         )
 
 
-def _verifier_kind(df: pd.DataFrame) -> np.ndarray:
-    """Per task, an int code of how it is rewarded: its ``verifier`` column, else ``reward_kind``, else 0."""
+def _verifier_kind(df: pd.DataFrame) -> np.ndarray | None:
+    """Per task, an int code of how it is rewarded: its ``verifier`` column, else ``reward_kind``; None with
+    neither (EnvSched then reads each environment's kind from its rewards, `reward_kind.py`)."""
     for name in ("verifier", "reward_kind"):
         if name in df.columns:
             return pd.factorize(df[name].fillna("").astype(str))[0].astype(np.int32)
-    return np.zeros(len(df), dtype=np.int32)
+    return None
 
 
 def _stack_embeddings(df: pd.DataFrame) -> np.ndarray:

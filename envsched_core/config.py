@@ -128,7 +128,9 @@ class SchedulerConfig:
     dispersion_by_verifier: bool = True
     """Pool the dispersion ratio per verifier kind (the catalogue's ``verifier``, else ``reward_kind``) before
     pooling globally: an environment not yet seen mixed takes the ratio of environments rewarded the same way
-    (binary checks ~1, K partial checks ~1/K), not the average over every kind."""
+    (binary checks ~1, K partial checks ~1/K), not the average over every kind. A catalogue with neither column
+    has its kinds read from the rewards: not rolled out yet, only 0 / 1 so far, or partial credit
+    (envsched_core/reward_kind.py)."""
     horizon_discount: float = 0.0
     """Outcome predictor: exploitation ranks a task at v_hat / (1 + gold calls)^horizon_discount: a group's
     advantage is shared by every decision of a rollout, so a long task's reward difference can teach each

@@ -47,6 +47,7 @@ from scipy.optimize import minimize
 from .catalog import TaskCatalog
 from .config import SchedulerConfig
 from .environment_level import EnvironmentLevel
+from .reward_kind import ObservedRewardKind
 from .state_fit import StateMismatch
 
 # Gauss-Hermite (probabilists') nodes and weights for E over z ~ N(mean, sd^2), 5 points, in float32.
@@ -196,6 +197,12 @@ class OutcomeModel:
         self.disp_groups = np.zeros(n_env)  # groups with mean in (0, 1) per environment
         self.env_kind = (
             environment_verifier_kind(catalog) if cfg.dispersion_by_verifier else np.zeros(n_env, int)
+        )
+        # a catalogue that does not say how its tasks are rewarded: each environment's rewards say it
+        self.reward_kind = (
+            ObservedRewardKind(n_env)
+            if cfg.dispersion_by_verifier and catalog.verifier_kind is None
+            else None
         )
         # recent groups for the global refit: task row, step, mean reward, trials
         self.buffer = np.zeros((0, 4))
@@ -356,10 +363,11 @@ class OutcomeModel:
         unit = self.disp_den.sum() / n_groups if n_groups > 0 else 0.25  # one group's mean (1 - mean)
         pooled = (self.disp_num.sum() + k * unit) / (self.disp_den.sum() + k * unit)
         prior = np.full(len(self.disp_num), pooled)
-        if self.env_kind.max(initial=0) > 0:  # several kinds: each environment shrinks to its kind's ratio
-            kind_num = np.bincount(self.env_kind, weights=self.disp_num)
-            kind_den = np.bincount(self.env_kind, weights=self.disp_den)
-            prior = ((kind_num + k * unit * pooled) / (kind_den + k * unit))[self.env_kind]
+        kind = self.env_kind if self.reward_kind is None else self.reward_kind.kinds()
+        if kind.max(initial=0) > 0:  # several kinds: each environment shrinks to its kind's ratio
+            kind_num = np.bincount(kind, weights=self.disp_num)
+            kind_den = np.bincount(kind, weights=self.disp_den)
+            prior = ((kind_num + k * unit * pooled) / (kind_den + k * unit))[kind]
         return (self.disp_num + k * unit * prior) / (self.disp_den + k * unit)
 
     # --- prediction -------------------------------------------------------------------------------
@@ -409,6 +417,12 @@ class OutcomeModel:
         return self.group_scale() * bernoulli_variance_fast(z)
 
     # --- learning ---------------------------------------------------------------------------------
+    def read_rewards(self, env: np.ndarray, reward: np.ndarray) -> None:
+        """Rollouts of environments ``env`` returned ``reward`` (floors read away): each environment's reward kind,
+        where the catalogue names none (``reward_kind``)."""
+        if self.reward_kind is not None:
+            self.reward_kind.update(env, reward)
+
     def update(self, rows: np.ndarray, step: int, mean: np.ndarray, variance: np.ndarray, trials: np.ndarray):
         """Fold one step's groups (unique task rows) into the global model, then residuals and dispersion.
 
@@ -547,6 +561,11 @@ class OutcomeModel:
                 if self.level is not None
                 else {}
             ),
+            **(
+                {f"reward_kind_{k}": v for k, v in self.reward_kind.state_dict().items()}
+                if self.reward_kind is not None
+                else {}
+            ),
         }
 
     def check_state(self, state: dict) -> None:
@@ -583,3 +602,11 @@ class OutcomeModel:
             self.level.load_state_dict(
                 {k.removeprefix("level_"): v for k, v in state.items() if k.startswith("level_")}
             )
+        # a state saved before kinds were read from rewards starts them unread
+        if self.reward_kind is not None:
+            self.reward_kind = ObservedRewardKind(self.catalog.n_envs)
+            kinds = {
+                k.removeprefix("reward_kind_"): v for k, v in state.items() if k.startswith("reward_kind_")
+            }
+            if kinds:
+                self.reward_kind.load_state_dict(kinds)

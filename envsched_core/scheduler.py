@@ -632,6 +632,8 @@ class EnvSched:
             env, reward = self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float)
             self.floors.update(env, reward, unblended, self.catalog.env[unblended["idx"].to_numpy()])
             rollouts = rollouts.assign(reward=self.floors.rescale(env, reward))
+        if self.outcome is not None:  # how each environment rewards, where the catalogue does not say
+            self.outcome.read_rewards(self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float))
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
             if self.checks is not None:  # as much of the blend as the verifier's checks move together

@@ -80,3 +80,15 @@ def test_the_summary_takes_the_paper_regime_or_the_first_variation_of_it_that_ra
     assert paper_regime(["latent", "latent-paper", "paper-shift"]) == "latent-paper"
     assert paper_regime(["easy", "paper-b64"]) == "paper-b64"
     assert paper_regime(["latent", "papery", "default"]) is None
+
+
+def test_a_required_columns_catalogue_shows_the_schedulers_task_env_text_and_tools_only():
+    full = make_world(small("paper"), seed=1, quick=True)
+    cut = make_world(small("paper"), seed=1, quick=True, catalogue="required")
+    assert list(cut.catalog.task_ids) == list(full.catalog.task_ids)
+    assert cut.catalog.verifier_kind is None and full.catalog.verifier_kind is not None
+    assert not cut.catalog.gold_calls.any() and full.catalog.gold_calls.any()
+    # the embedding is the shipped model's reading of the text, not the world's own
+    assert cut.catalog.embeddings.shape[1] == 384 != full.catalog.embeddings.shape[1]
+    per_world = run_world(cut, ["random", "envsched"], horizon=8, target_step=4)
+    assert per_world["envsched"]["steps"] >= 1
