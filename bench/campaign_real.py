@@ -9,6 +9,7 @@ under each scheduler, scored by the environments' real verifiers.
     ... --variant envsched-h:horizon_discount=0.5 --schedulers random,dps,envsched,envsched-h
                                                   # an extra EnvSched row with SchedulerConfig overrides
     ... --catalogues tau --steps 80 --target-step 80 --seeds 2 --first-seed 10   # screening seeds 10, 11
+    ... --catalogue required    # the schedulers see task_id, env_id, text, tools (and the text's embedding) only
 
 For every (catalogue, seed, scheduler) a campaign runs in-process (library calls, no Dagster):
 select -> G rollouts per task in the real environments (``training.engines.skill.SkillEngine``) ->
@@ -57,6 +58,7 @@ from environments.frames import catalog_frames
 from environments.registry import get_source
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog, batch_metrics
 from envsched_core import metrics as M
+from envsched_core.catalog import REQUIRED_COLUMNS
 from envsched_core.dynamic_sampling import RewardFeed, rollout_rounds
 from envsched_core.schedulers import SCHEDULERS, scheduler_config, scheduler_spec
 from pipelines.campaign import heldout_by_hash
@@ -395,6 +397,12 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
+        "--catalogue",
+        choices=["full", "required"],
+        default="full",
+        help="'required': schedulers see only task_id, env_id, text, tools and the text's embedding",
+    )
+    parser.add_argument(
         "--replot", action="store_true", help="tables and plot from the CSVs in --out, no runs"
     )
     parser.add_argument(
@@ -440,7 +448,10 @@ def main() -> None:
             print(report[-1], flush=True)
             continue
         train, heldout = load_catalogue(name, args.heldout_fraction, args.out / "cache")
-        catalog = TaskCatalog.from_frame(train)
+        # 'required': the scheduler sees task_id, env_id, text, tools (and the shipped model's embedding of the text)
+        catalog = TaskCatalog.from_frame(
+            train[[*REQUIRED_COLUMNS, "embedding"]] if args.catalogue == "required" else train
+        )
         batch_size = max(1, min(args.batch_size, len(train) // MIN_POOL_PER_SLOT))
         t0 = time.perf_counter()
         built = {}  # EnvSched and each variant, its graph built once per catalogue
