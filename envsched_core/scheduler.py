@@ -628,18 +628,19 @@ class EnvSched:
             for step, part in unblended.groupby("step", sort=True):
                 self.rounds.observed(int(step), part["idx"].to_numpy(), part["variance"].to_numpy())
                 self.share.observed(int(step), part["variance"].to_numpy())
+        env, reward = self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float)
         if self.floors is not None:  # each environment's rewards read above its floor (reward_floor.py)
-            env, reward = self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float)
             self.floors.update(env, reward, unblended, self.catalog.env[unblended["idx"].to_numpy()])
-            rollouts = rollouts.assign(reward=self.floors.rescale(env, reward))
+            reward = self.floors.rescale(env, reward)
+            rollouts = rollouts.assign(reward=reward)
         if self.outcome is not None:  # how each environment rewards, where the catalogue does not say
-            self.outcome.read_rewards(self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float))
+            self.outcome.read_rewards(env, reward)
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
-            w, reward = self.cfg.full_pass_weight, rollouts["reward"].astype(float)
+            w = self.cfg.full_pass_weight
             if self.checks is not None:  # as much of the blend as the verifier's checks move together
                 read = group_outcomes(rollouts, idx)
-                self.checks.update(idx, reward.to_numpy(), read, self.catalog.env[read["idx"].to_numpy()])
-                w = self.checks.weight(w)[self.catalog.env[idx]]
+                self.checks.update(idx, reward, read, self.catalog.env[read["idx"].to_numpy()])
+                w = self.checks.weight(w)[env]
             rollouts = rollouts.assign(reward=(1 - w) * reward + w * (reward >= CORRECT_REWARD))
         groups = group_outcomes(rollouts, idx)  # the same (step, task) order as ``training``
         # the dispersion ratios' numerator: the variance of the reward the trainer uses, or the blended reading's
