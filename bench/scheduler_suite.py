@@ -236,6 +236,7 @@ WATCHED = {
     "lost": ("lost picks", share_of("lost_tasks"), None),
     "slow-tasks": ("slow-task picks", share_of("slow_tasks"), None),
     "floored": ("floor-env picks", share_of("floored_tasks"), None),
+    "capped": ("capped-env picks", share_of("capped_tasks"), None),
     "out-of-reach": ("out-of-reach picks", share_of("out_of_reach_tasks"), None),
 }
 

@@ -206,7 +206,13 @@ class SchedulerConfig:
     """Read each environment's rewards above its floor, the lowest reward it has returned: (r - f) / (1 - f). An
     environment that credits a failed attempt (a format reward) then reads as one that scores it 0, as GRPO's
     normalised advantages read it; where a 0 has been seen nothing changes. False: rewards as they come
-    (envsched_core/reward_floor.py; docs/scheduler.md, "Rewards with a floor")."""
+    (envsched_core/reward_range.py; docs/scheduler.md, "Rewards with a floor")."""
+    reward_ceiling: bool = True
+    """Read each environment's rewards below its ceiling: the highest reward it has returned (at least 0.6, below
+    1) once it came back twice and no reward between its lowest and highest has: (r - f) / (c - f). A pass/fail
+    environment that pays a pass less than 1 (a cost or step penalty on every successful trajectory) then reads as
+    one that pays 1; where a 1 or a third value has been seen nothing changes. False: every ceiling 1
+    (envsched_core/reward_range.py; docs/scheduler.md, "Rewards with a ceiling")."""
     training_dispersion: bool = False
     """Outcome predictor: the dispersion ratios (c_e per environment, and per task with task_dispersion) are the
     realised variance of the reward the trainer uses (the graded one) over the blended reading's mean (1 - mean),

@@ -12,7 +12,7 @@ The rewards say it instead. Per environment, three kinds:
     0  not rolled out yet        (shrunk to the ratio pooled over every kind, as before)
     1  only 0 and 1 so far        (pass/fail)
     2  a reward strictly between  (partial credit)
-Rewards are read after their floor (`reward_floor.py`), so a format reward for a failed attempt is not partial
+Rewards are read after their floor (`reward_range.py`), so a format reward for a failed attempt is not partial
 credit once the floor is known. A reading of partial credit stays: one is enough to show the verifier gives it.
 """
 

@@ -53,7 +53,7 @@ from .oversample import InformativeShare
 from .predictor import VariancePredictor
 from .progress import LearningProgress
 from .refill import StepRounds
-from .reward_floor import RewardFloors
+from .reward_range import RewardRange
 from .short_groups import ShortGroups
 from .silence import SilentTasks
 from .solvability import TaskSolvability
@@ -142,12 +142,15 @@ def frontier_transfer_factor(
 def _renamed_fields(config: dict) -> dict:
     """A saved config in today's field names: ``observe_accuracy`` (before full_pass_weight) read rewards at
     weight 1 when on and 0 when off, and a state saved without either read them at 0; a state saved before
-    ``training_dispersion`` or ``unsolvable_prior`` ran without them."""
+    ``training_dispersion``, ``unsolvable_prior`` or ``reward_ceiling`` ran without them."""
     config = dict(config)
     accuracy = config.pop("observe_accuracy", False)
     config.setdefault("full_pass_weight", 1.0 if accuracy else 0.0)
     config.setdefault("training_dispersion", False)  # before it, the dispersions read the blended variance
     config.setdefault("unsolvable_prior", 0.0)  # before it, no task was suspected of never passing
+    config.setdefault(
+        "reward_ceiling", False
+    )  # before it, a full pass was a reward of 1 in every environment
     return config
 
 
@@ -240,8 +243,9 @@ class EnvSched:
         self.calibration = (
             EnvironmentCalibration(n_envs, cfg.env_calibration, cfg.residual_decay) if calibrated else None
         )
-        # each environment's lowest reward, its floor
-        self.floors = RewardFloors(self.catalog.n_envs) if cfg.reward_floor else None
+        # each environment's lowest and highest rewards, its floor and ceiling
+        ranged = cfg.reward_floor or cfg.reward_ceiling
+        self.reward_range = RewardRange(n_envs, cfg.reward_floor, cfg.reward_ceiling) if ranged else None
         # how much each environment's partial checks move together, for the full-pass blend
         blended = cfg.full_pass_by_correlation and cfg.full_pass_weight > 0
         self.checks = CheckCorrelation(n_tasks, n_envs) if blended else None
@@ -621,7 +625,7 @@ class EnvSched:
         cfg = self.cfg
         dynamic = cfg.refill_rounds or cfg.oversample_factor
         # the groups of the reward the trainer uses, before the blend below
-        needed = cfg.training_dispersion or dynamic or self.floors is not None
+        needed = cfg.training_dispersion or dynamic or self.reward_range is not None
         unblended = group_outcomes(rollouts, idx) if needed else None
         training = unblended["variance"].to_numpy() if cfg.training_dispersion else None
         if dynamic:  # the trainer's rewards decide which groups are informative
@@ -629,9 +633,9 @@ class EnvSched:
                 self.rounds.observed(int(step), part["idx"].to_numpy(), part["variance"].to_numpy())
                 self.share.observed(int(step), part["variance"].to_numpy())
         env, reward = self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float)
-        if self.floors is not None:  # each environment's rewards read above its floor (reward_floor.py)
-            self.floors.update(env, reward, unblended, self.catalog.env[unblended["idx"].to_numpy()])
-            reward = self.floors.rescale(env, reward)
+        if self.reward_range is not None:  # each environment's rewards read between its floor and ceiling
+            self.reward_range.update(env, reward, unblended, self.catalog.env[unblended["idx"].to_numpy()])
+            reward = self.reward_range.rescale(env, reward)
             rollouts = rollouts.assign(reward=reward)
         if self.outcome is not None:  # how each environment rewards, where the catalogue does not say
             self.outcome.read_rewards(env, reward)
@@ -745,7 +749,7 @@ class EnvSched:
             "share": self.share.state_dict(),
             "silence": self.silent.state_dict(),
             "short_groups": self.short.state_dict() if self.short is not None else {},
-            "reward_floors": self.floors.state_dict() if self.floors is not None else {},
+            "reward_range": self.reward_range.state_dict() if self.reward_range is not None else {},
             "env_calibration": self.calibration.state_dict() if self.calibration is not None else {},
             "check_correlation": self.checks.state_dict() if self.checks is not None else {},
         }
@@ -795,10 +799,12 @@ class EnvSched:
             "share": self.share,
             "silence": self.silent,
             "short_groups": self.short,
-            "reward_floors": self.floors,
+            "reward_range": self.reward_range,
             "env_calibration": self.calibration,
             "check_correlation": self.checks,
         }
+        if "reward_floors" in state:  # saved before ceilings were read, under the floors' name
+            state = {**state, "reward_range": state["reward_floors"]}
         for key, tracker in trackers.items():
             if tracker is not None and state.get(key):
                 tracker.load_state_dict(state[key])

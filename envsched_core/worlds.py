@@ -66,6 +66,10 @@ Mechanisms beyond `SimConfig`, all in `WorldSimulator` so the base simulator's w
   `FLOOR` + (1 - `FLOOR`) x its verifier's score (credit for a well-formed attempt, as a format reward adds), so a
   failed rollout scores 0.2 there and 0 elsewhere. The outcome is the same, on another scale: a group's push is
   the unscaled outcome's spread, and GRPO's normalised advantages do not see the floor at all.
+* rewards with a ceiling (`ceiling_envs`): every training task of that share of the environments scores
+  `CEILING` x its verifier's score (a cost, step or length penalty every successful trajectory pays, as
+  efficiency-shaped rewards do), so a full pass scores 0.8 there and no rollout ever scores 1. As with the floor,
+  the outcome is the same on another scale, and a group's push is the unscaled outcome's spread.
 * rollouts that share their group's conditions (`group_sd`): every (step, task) group draws one logit shift
   ~ N(0, `group_sd`^2) that all its G rollouts share (one sandbox, one seeded initial state, one slow API per
   group), from a stream of its own; the policy is not touched. Groups come back all-pass or all-fail more often
@@ -121,6 +125,7 @@ from .simulator import SimConfig, Simulator, _position_in_env, structural_diffic
 JUDGE_SD = 0.02  # the spread of a `judged` environment's score between rollouts of one task
 SLOW_LOSS = 0.75  # the chance that one rollout of a `slow` task is lost
 FLOOR = 0.2  # a `floor_envs` environment's reward for a failed but well-formed attempt
+CEILING = 0.8  # a `ceiling_envs` environment's reward for a full pass
 SETTLED = 6.0  # logits by which a `settled_envs` environment is easier or harder than drawn
 
 SCRAMBLED_COLUMNS = (
@@ -177,6 +182,7 @@ class WorldSimulator(Simulator):
         partial: float = 0.0,
         slow: float = 0.0,
         floor_envs: float = 0.0,
+        ceiling_envs: float = 0.0,
         settled_envs: float = 0.0,
         group_sd: float = 0.0,
         inverted: float = 0.0,
@@ -234,13 +240,18 @@ class WorldSimulator(Simulator):
             raise ValueError("WorldSimulator: duplicates or lookalikes and unseen_envs do not combine.")
         if duplicates and lookalikes:
             raise ValueError("WorldSimulator: duplicates and lookalikes are two kinds of copy; choose one.")
-        if chain and (flaky or flaky_envs or noise or broken or outage or judged or floor_envs or inverted):
+        rescaled = floor_envs or ceiling_envs
+        if chain and (flaky or flaky_envs or noise or broken or outage or judged or rescaled or inverted):
             raise ValueError(
-                "WorldSimulator: chain tasks do not combine with flaky, broken, inverted, noisy, judged or floored "
-                "verifiers or outages."
+                "WorldSimulator: chain tasks do not combine with flaky, broken, inverted, noisy, judged, floored "
+                "or capped verifiers or outages."
             )
-        if not 0.0 <= floor_envs <= 1.0:
-            raise ValueError(f"WorldSimulator: floor_envs={floor_envs} must be in [0, 1].")
+        if not (0.0 <= floor_envs <= 1.0 and 0.0 <= ceiling_envs <= 1.0):
+            raise ValueError(
+                f"WorldSimulator: floor_envs={floor_envs} and ceiling_envs={ceiling_envs} must be in [0, 1]."
+            )
+        if floor_envs and ceiling_envs:
+            raise ValueError("WorldSimulator: floor_envs and ceiling_envs are two rescalings; choose one.")
         if not 0.0 <= settled_envs < 1.0:
             raise ValueError(f"WorldSimulator: settled_envs={settled_envs} must be in [0, 1).")
         if group_sd < 0 or (group_sd and (chain or noise)):
@@ -259,7 +270,11 @@ class WorldSimulator(Simulator):
         self.duplicates, self.lookalikes = float(duplicates), float(lookalikes)
         self.lost, self.lost_envs, self.dropped = float(lost), float(lost_envs), float(dropped)
         self.partial, self.slow = float(partial), float(slow)
-        self.floor_envs, self.group_sd = float(floor_envs), float(group_sd)
+        self.floor_envs, self.ceiling_envs, self.group_sd = (
+            float(floor_envs),
+            float(ceiling_envs),
+            float(group_sd),
+        )
         super().__init__(config, seed)
         if unseen_envs > 0:
             self._hold_out_environments(unseen_envs)
@@ -287,6 +302,10 @@ class WorldSimulator(Simulator):
         # the chance that one rollout of each task is lost (`partial`, `slow`)
         self._floored = np.zeros(n_all, dtype=bool)  # training tasks whose reward has a floor (`floor_envs`)
         self._floored[self._train_rows] = self._whole_environments(self.floor_envs, stream=18)
+        self._capped = np.zeros(
+            n_all, dtype=bool
+        )  # training tasks whose full pass scores CEILING (`ceiling_envs`)
+        self._capped[self._train_rows] = self._whole_environments(self.ceiling_envs, stream=21)
         self._slow = np.zeros(n_all, dtype=bool)
         self._slow[self._train_rows] = self._some_tasks(self.slow, stream=16)
         self._rollout_loss = np.zeros(n_all)
@@ -484,6 +503,11 @@ class WorldSimulator(Simulator):
         return self._floored[self._train_rows]
 
     @property
+    def capped_tasks(self) -> np.ndarray:
+        """Mask over training tasks (catalogue order) of those whose full pass scores `CEILING` (oracle)."""
+        return self._capped[self._train_rows]
+
+    @property
     def slow_tasks(self) -> np.ndarray:
         """Mask over training tasks (catalogue order) of the `slow` ones, which lose most rollouts (oracle)."""
         return self._slow[self._train_rows]
@@ -560,6 +584,7 @@ class WorldSimulator(Simulator):
         if self.judged:
             judging = self._judged[self._train_rows] & (self._success(self._train_rows) > 0)
             variance = np.where(judging, JUDGE_SD**2 * (g - 1) / g, variance)
+        variance = np.where(self._capped[self._train_rows], CEILING**2 * variance, variance)
         return np.where(self._floored[self._train_rows], (1 - FLOOR) ** 2 * variance, variance)
 
     def _group_success(self, rows: np.ndarray) -> np.ndarray:
@@ -577,6 +602,8 @@ class WorldSimulator(Simulator):
         reward = self._misread(rows, reward) if self.noise else reward
         if self.floor_envs:  # FLOOR for a failed attempt, 1 for a pass: the same outcome on another scale
             reward = np.where(self._floored[rows][:, None], FLOOR + (1 - FLOOR) * reward, reward)
+        if self.ceiling_envs:  # CEILING for a full pass: the same outcome on another scale
+            reward = np.where(self._capped[rows][:, None], CEILING * reward, reward)
         if not self.judged:
             return reward
         level = self._success(rows)  # the judge's level; 0 while down or broken, where no rollout scores
@@ -599,6 +626,8 @@ class WorldSimulator(Simulator):
     def _group_signal(self, rows: np.ndarray, reward: np.ndarray, std: np.ndarray) -> np.ndarray:
         if self.floor_envs:  # the push is the outcome's spread, not the rescaled reward's
             std = np.where(self._floored[rows], std / (1 - FLOOR), std)
+        if self.ceiling_envs:
+            std = np.where(self._capped[rows], std / CEILING, std)
         if self.noise:
             return super()._group_signal(rows, reward, std) * self._reward_information(rows)
         if not self.chain:
@@ -720,6 +749,8 @@ class Regime:
     """Share of environments `SETTLED` logits easier or harder than drawn from the start; see `WorldSimulator`."""
     floor_envs: float = 0.0
     """Share of environments whose reward is `FLOOR` + (1 - `FLOOR`) x the verifier's score; see `WorldSimulator`."""
+    ceiling_envs: float = 0.0
+    """Share of environments whose reward is `CEILING` x the verifier's score; see `WorldSimulator`."""
     shift: float = 0.0
     """Share of environments whose tasks get harder or easier by 2.5 logits after step 30; see `WorldSimulator`."""
     chain: bool = False
@@ -757,6 +788,7 @@ class Regime:
             "partial": self.partial,
             "slow": self.slow,
             "floor_envs": self.floor_envs,
+            "ceiling_envs": self.ceiling_envs,
             "settled_envs": self.settled_envs,
             "group_sd": self.group_sd,
             "inverted": self.inverted,
@@ -1055,6 +1087,14 @@ STRESS_REGIMES: dict[str, Regime] = by_name(
         "score, as a format reward adds): an all-fail group scores 0.2 there, 0 elsewhere",
         BASE,
         floor_envs=0.5,
+        tags=("shared",),
+    ),
+    Regime(
+        "ceiling",
+        "half the environments pay a full pass 0.8 (reward = 0.8 x the verifier's score: a cost or step penalty "
+        "every successful trajectory pays): no rollout there ever scores 1",
+        BASE,
+        ceiling_envs=0.5,
         tags=("shared",),
     ),
     Regime(

@@ -461,6 +461,28 @@ def test_worlds_with_a_reward_floor_rescale_the_outcome_and_train_alike():
         WorldSimulator(config, floor_envs=1.5)
 
 
+def test_worlds_with_a_reward_ceiling_rescale_the_outcome_and_train_alike():
+    plain, batch, expected = every_task_once()
+    sim = WorldSimulator(TEN_ENVS, seed=4, ceiling_envs=0.4)
+    ids = batch["task_id"].to_numpy()
+    capped = sim.capped_tasks
+    assert len(np.unique(sim._task_env[sim._train_rows][capped])) == 4  # whole environments
+    got = sim.rollout(batch, step=1)
+    below = got["task_id"].isin(ids[capped]).to_numpy()
+    np.testing.assert_allclose(got["reward"][below], 0.8 * expected["reward"][below])
+    np.testing.assert_array_equal(got["reward"][~below], expected["reward"][~below])
+    assert got["reward"][below].max() < 1
+    np.testing.assert_allclose(
+        sim.expected_variance(), np.where(capped, 0.64, 1.0) * plain.expected_variance()
+    )
+    # the same outcomes push the policy the same way, capped or not
+    plain.train(expected, max_groups=len(ids))
+    sim.train(got, max_groups=len(ids))
+    np.testing.assert_allclose(sim.theta, plain.theta)
+    with pytest.raises(ValueError, match="choose one"):
+        WorldSimulator(TEN_ENVS, floor_envs=0.5, ceiling_envs=0.5)
+
+
 def test_worlds_with_group_shifts_share_one_draw_per_group():
     plain, batch, _ = every_task_once()
     sim = WorldSimulator(TEN_ENVS, seed=4, group_sd=2.0)

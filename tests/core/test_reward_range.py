@@ -1,0 +1,136 @@
+"""Reward ranges (`SchedulerConfig.reward_floor`, `reward_ceiling`): an environment that credits a failed attempt is
+read as one that scores it 0, once a whole group sat at its lowest reward; a pass/fail environment that pays a pass
+less than 1 is read as one that pays 1, once two passes came back and no third value."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+from task_frames import make_tasks, rollouts_for
+
+from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
+from envsched_core.reward_range import RewardRange
+
+
+def update(floors, env, reward, group_env, group_rewards):
+    """Fold rollouts and their groups (each given by its rewards) into ``floors``."""
+    groups = pd.DataFrame(
+        {
+            "mean": [np.mean(r) for r in group_rewards],
+            "variance": [np.var(r) for r in group_rewards],
+            "size": [len(r) for r in group_rewards],
+        }
+    )
+    floors.update(np.array(env), np.array(reward), groups, np.array(group_env, dtype=np.int64))
+
+
+def test_a_floor_counts_once_a_whole_group_sat_at_the_lowest_reward():
+    floors = RewardRange(3)
+    # env 0: a mixed group of 1 and 0.5 (a graded environment's good start): no floor
+    update(floors, [0] * 4, [1.0, 1.0, 0.5, 0.5], [0], [[1.0, 1.0, 0.5, 0.5]])
+    # env 1: an all-fail group at 0.2; env 2: one at 0 (any ordinary environment)
+    update(floors, [1, 1, 2, 2], [0.2, 0.2, 0.0, 0.0], [1, 2], [[0.2, 0.2], [0.0, 0.0]])
+    np.testing.assert_allclose(floors.floor, [0.0, 0.2, 0.0])
+    env = np.array([1, 1, 1, 0])
+    np.testing.assert_allclose(floors.rescale(env, np.array([0.2, 0.6, 1.0, 0.5])), [0.0, 0.5, 1.0, 0.5])
+    # a lower reward in env 1 without a whole group at it: the floor is no longer confirmed
+    update(floors, [1], [0.1], [1], [[0.1]])
+    assert floors.floor[1] == 0.0
+    restored = RewardRange(3)
+    restored.load_state_dict(copy.deepcopy(floors.state_dict()))
+    np.testing.assert_array_equal(restored.floor, floors.floor)
+
+
+def test_a_ceiling_counts_for_an_environment_that_pays_two_values_only():
+    ranges = RewardRange(6)
+    # env 0: fail / pass at 0.8, two passes; env 1: 0 and 0.25 only (a graded start: 1 / K, below 0.6);
+    # env 2: 0, 0.8 and 0.4 (a third value: partial credit); env 3: 0 and 1; env 4: one pass at 0.8 only;
+    # env 5: a 0.2 floor and passes at 0.8 (a format reward and a step penalty)
+    rewards = {0: [0, 0.8, 0.8, 0], 1: [0, 0.25, 0.25, 0], 2: [0, 0.8, 0.4, 0.8], 3: [0, 1, 1, 0]}
+    rewards |= {4: [0, 0, 0.8, 0], 5: [0.2, 0.2, 0.8, 0.8]}
+    env = np.repeat(list(rewards), 4)
+    groups = [r[:2] for r in rewards.values()] + [r[2:] for r in rewards.values()]
+    update(ranges, env, np.concatenate(list(rewards.values())), list(rewards) * 2, groups)
+    np.testing.assert_allclose(ranges.ceiling, [0.8, 1, 1, 1, 1, 0.8])
+    np.testing.assert_allclose(ranges.floor, [0, 0, 0, 0, 0, 0.2])
+    np.testing.assert_allclose(
+        ranges.rescale(np.array([0, 0, 1, 5, 5]), np.array([0.8, 0.0, 0.25, 0.2, 0.8])), [1, 0, 0.25, 0, 1]
+    )
+    # env 0 then returns a 1: its 0.8 was partial credit after all, and the ceiling is 1 again
+    update(ranges, [0, 0], [1.0, 0.8], [0], [[1.0, 0.8]])
+    assert ranges.ceiling[0] == 1.0
+    restored = RewardRange(6)
+    restored.load_state_dict(copy.deepcopy(ranges.state_dict()))
+    np.testing.assert_array_equal(restored.ceiling, ranges.ceiling)
+    # a state saved before ceilings were read: floors kept, no ceiling until rewards come back
+    old = RewardRange(6)
+    old.load_state_dict({k: ranges.state_dict()[k] for k in ("lowest", "lowest_group")})
+    np.testing.assert_array_equal(old.floor, ranges.floor)
+    assert (old.ceiling == 1).all()
+    assert (RewardRange(6, ceiling=False).ceiling == 1).all()
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=12))
+
+
+def step_rollouts(sched, catalog, step, success):
+    """The step's batch and its rewards, the first task of each environment in the batch failing every rollout."""
+    batch = sched.select(step)
+    rollouts = rollouts_for(batch, step, success)
+    env = dict(zip(catalog.task_ids, catalog.env, strict=True))
+    first = batch.assign(env=batch["task_id"].map(env)).drop_duplicates("env")["task_id"]
+    rollouts.loc[rollouts["task_id"].isin(first), "reward"] = 0.0
+    return batch, rollouts
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_envsched_reads_floored_rewards_as_the_plain_ones_and_off_it_does_not(catalog, on):
+    success = {t: 0.2 + 0.6 * (i % 4) / 3 for i, t in enumerate(catalog.task_ids)}
+    cfg = SchedulerConfig(batch_size=16, reward_floor=on)
+    plain, floored = EnvSched(catalog, cfg, seed=2), EnvSched(catalog, cfg, seed=2)
+    same = []
+    for step in range(1, 7):
+        batch, rollouts = step_rollouts(plain, catalog, step, success)
+        same.append(batch.equals(floored.select(step)))
+        plain.observe(rollouts)
+        floored.observe(rollouts.assign(reward=0.2 + 0.8 * rollouts["reward"]))  # a format reward of 0.2
+    assert all(same) == on
+    if on:
+        np.testing.assert_allclose(floored.stats.mu, plain.stats.mu)
+        pd.testing.assert_frame_equal(floored.predict(7), plain.predict(7))
+        state = copy.deepcopy(floored.state_dict())
+        resumed = EnvSched(catalog, cfg, seed=99)
+        resumed.load_state_dict(state)
+        np.testing.assert_array_equal(resumed.reward_range.floor, floored.reward_range.floor)
+        pd.testing.assert_frame_equal(resumed.select(7), floored.select(7))
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_envsched_reads_capped_rewards_as_the_plain_ones_and_off_it_does_not(catalog, on):
+    success = {t: 0.2 + 0.6 * (i % 4) / 3 for i, t in enumerate(catalog.task_ids)}
+    cfg = SchedulerConfig(batch_size=16, reward_ceiling=on)
+    plain, capped = EnvSched(catalog, cfg, seed=2), EnvSched(catalog, cfg, seed=2)
+    env = dict(zip(catalog.task_ids, catalog.env, strict=True))
+    same = []
+    for step in range(1, 7):
+        batch = plain.select(step)
+        rollouts = rollouts_for(batch, step, success)
+        # the first task of each environment in the batch passes every other rollout: a 0 and a pass come back
+        first = batch.assign(env=batch["task_id"].map(env)).drop_duplicates("env")["task_id"]
+        mine = rollouts["task_id"].isin(first).to_numpy()
+        rollouts.loc[mine, "reward"] = np.arange(mine.sum()) % 2
+        same.append(batch.equals(capped.select(step)))
+        plain.observe(rollouts)
+        capped.observe(rollouts.assign(reward=0.8 * rollouts["reward"]))  # every pass pays 0.8
+    assert all(same) == on
+    if on:
+        np.testing.assert_allclose(capped.stats.mu, plain.stats.mu)
+        pd.testing.assert_frame_equal(capped.predict(7), plain.predict(7))
+        state = copy.deepcopy(capped.state_dict())
+        resumed = EnvSched(catalog, cfg, seed=99)
+        resumed.load_state_dict(state)
+        np.testing.assert_array_equal(resumed.reward_range.ceiling, capped.reward_range.ceiling)
+        pd.testing.assert_frame_equal(resumed.select(7), capped.select(7))
