@@ -97,6 +97,17 @@ class RewardRange:
         confirmed = two_valued & (self.highest >= LOWEST_CEILING) & (self.highest < CORRECT_REWARD)
         return np.where(confirmed, self.highest, CORRECT_REWARD)
 
+    def may_be_pass(self, env: np.ndarray, reward: np.ndarray) -> np.ndarray:
+        """Mask of rewards at their environment's highest that could still prove a capped pass (at least 0.6, below
+        1, no third value yet, the ceiling not yet confirmed): not evidence of partial credit yet."""
+        if not self.read_ceiling:
+            return np.zeros(len(reward), dtype=bool)
+        high = self.highest[env]
+        open_ = (
+            ~self.between[env] & (high >= LOWEST_CEILING) & (high < CORRECT_REWARD) & (self.ceiling[env] >= 1)
+        )
+        return open_ & (np.abs(reward - high) <= SAME)
+
     def rescale(self, env: np.ndarray, reward: np.ndarray) -> np.ndarray:
         """``reward`` read between its environment's floor and ceiling: (r - f) / (c - f); a full pass stays one."""
         floor, ceiling = self.floor[env], self.ceiling[env]

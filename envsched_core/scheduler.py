@@ -633,12 +633,15 @@ class EnvSched:
                 self.rounds.observed(int(step), part["idx"].to_numpy(), part["variance"].to_numpy())
                 self.share.observed(int(step), part["variance"].to_numpy())
         env, reward = self.catalog.env[idx], rollouts["reward"].to_numpy(dtype=float)
+        pending = np.zeros(len(reward), dtype=bool)
         if self.reward_range is not None:  # each environment's rewards read between its floor and ceiling
             self.reward_range.update(env, reward, unblended, self.catalog.env[unblended["idx"].to_numpy()])
+            pending = self.reward_range.may_be_pass(env, reward)
             reward = self.reward_range.rescale(env, reward)
             rollouts = rollouts.assign(reward=reward)
         if self.outcome is not None:  # how each environment rewards, where the catalogue does not say
-            self.outcome.read_rewards(env, reward)
+            # a lone pass below 1 may be a capped pass, not partial credit, until its ceiling is read
+            self.outcome.read_rewards(env[~pending], reward[~pending])
         if self.cfg.full_pass_weight:  # partial credit blended with the full pass (SchedulerConfig)
             w = self.cfg.full_pass_weight
             if self.checks is not None:  # as much of the blend as the verifier's checks move together

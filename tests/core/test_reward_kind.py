@@ -69,6 +69,18 @@ def test_a_floor_is_not_partial_credit():
     assert sched.outcome.reward_kind.kinds()[2] == 1
 
 
+def test_a_pass_paid_below_1_is_not_partial_credit():
+    sched = scheduler(unlabelled_catalog())
+    # env 2 pays a pass 0.8: one pass may be a capped pass or partial credit, so it is not read as either yet
+    sched.observe(group("e2-t0", 1, [0.0] * 7 + [0.8]))
+    assert sched.outcome.reward_kind.kinds()[2] == 1
+    sched.observe(group("e2-t1", 2, [0.0] * 6 + [0.8] * 2))  # a second pass, no third value: the ceiling
+    assert sched.reward_range.ceiling[2] == pytest.approx(0.8) and sched.outcome.reward_kind.kinds()[2] == 1
+    # env 3 returns 0.8 and 0.4: partial credit
+    sched.observe(group("e3-t0", 3, [0.0] * 6 + [0.8, 0.4]))
+    assert sched.outcome.reward_kind.kinds()[3] == 2
+
+
 def test_a_labelled_catalogue_keeps_its_kinds_and_the_read_kinds_resume_exactly():
     labelled = EnvSched(
         TaskCatalog.from_frame(make_tasks(n_envs=5, per_env=6)), SchedulerConfig(batch_size=4)
