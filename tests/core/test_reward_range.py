@@ -139,3 +139,24 @@ def test_envsched_reads_capped_rewards_as_the_plain_ones_and_off_it_does_not(cat
         resumed.load_state_dict(state)
         np.testing.assert_array_equal(resumed.reward_range.ceiling, capped.reward_range.ceiling)
         pd.testing.assert_frame_equal(resumed.select(7), capped.select(7))
+
+
+def test_a_state_saved_before_ceilings_resumes_with_them_off_and_its_floors_kept(catalog):
+    success = {t: 0.2 + 0.6 * (i % 4) / 3 for i, t in enumerate(catalog.task_ids)}
+    cfg = SchedulerConfig(batch_size=16, reward_ceiling=False)
+    original = EnvSched(catalog, cfg, seed=2)
+    for step in (1, 2):
+        _, rollouts = step_rollouts(original, catalog, step, success)
+        original.observe(rollouts.assign(reward=0.2 + 0.8 * rollouts["reward"]))
+    # as an older version wrote it: no reward_ceiling field, the floors under their own key
+    state = copy.deepcopy(original.state_dict())
+    del state["config"]["reward_ceiling"]
+    floors = state.pop("reward_range")
+    state["reward_floors"] = {k: floors[k] for k in ("lowest", "lowest_group")}
+    with pytest.raises(ValueError, match="reward_ceiling"):
+        EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0).load_state_dict(state)
+    resumed = EnvSched(catalog, cfg, seed=99)
+    resumed.load_state_dict(state)
+    np.testing.assert_array_equal(resumed.reward_range.floor, original.reward_range.floor)
+    assert (resumed.reward_range.floor > 0).any()
+    pd.testing.assert_frame_equal(resumed.select(3), original.select(3))
