@@ -40,7 +40,7 @@ def test_step_batches_hand_out_the_schedulers_batch_and_observe_it():
     [
         (["t99"] * 8, [0.0] * 8, "not in its batch"),  # a task the step never handed out
         (None, [0.0] * 7, "8 task ids but 7 rewards"),  # one reward missing
-        (None, [2.0] * 8, "not in \\[0, 1\\]"),  # a reward the schedulers cannot take
+        (None, [2.0] * 8, "outside reward_range=\\(0, 1\\)"),  # a reward the schedulers cannot take
     ],
 )
 def test_step_batches_reject_feedback_that_is_not_the_steps(ids, rewards, message):
@@ -50,6 +50,27 @@ def test_step_batches_reject_feedback_that_is_not_the_steps(ids, rewards, messag
     with pytest.raises(ValueError, match=message):
         b.observe(1, ids, rewards)
     assert b.pending_step == 1  # nothing was observed: the step can still be fed correctly
+
+
+def test_step_batches_read_a_reward_on_its_range_and_keep_its_metrics_in_its_units():
+    unit, summed = (
+        batches("envsched"),
+        StepBatches(make_scheduler("envsched", TASKS, 4, 2, seed=1), ROWS, 4, (0, 2)),
+    )
+    rng = np.random.default_rng(3)
+    for step in (1, 2, 3):
+        assert unit.next_batch() == summed.next_batch()  # the same batches, reward on either scale
+        ids = [t for t in unit.batches[step] for _ in range(2)]
+        reward = rng.integers(0, 2, size=8).astype(float)
+        unit.observe(step, ids, reward.tolist())
+        summed.observe(step, ids, (2 * reward).tolist())  # two 0 / 1 rewards summed, both passing together
+        pd.testing.assert_frame_equal(unit.rollouts[step], summed.rollouts[step])
+        assert summed.metrics[step]["rollout/mean_reward"] == pytest.approx(2 * reward.mean())
+    resumed = StepBatches(make_scheduler("envsched", TASKS, 4, 2, seed=5), ROWS, 4, (0, 2))
+    resumed.load_state_dict(summed.state_dict())
+    assert resumed.next_batch() == unit.next_batch()
+    with pytest.raises(ValueError, match="lo < hi"):
+        StepBatches(make_scheduler("random", TASKS, 4, 2), ROWS, 4, (1, 1))
 
 
 def test_step_batches_observe_each_step_once_and_flag_stale_selection():

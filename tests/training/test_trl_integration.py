@@ -146,6 +146,39 @@ def test_envsched_grpo_trainer_trains_on_envsched_batches(tiny_lm_dir, tmp_path,
     assert len(logged) == 3
 
 
+def format_bonus(completions, **kwargs):
+    """A reward of 1 for every completion (a format reward every answer earns)."""
+    return [1.0] * len(completions)
+
+
+@pytest.mark.parametrize("reward_range", [None, (0.0, 3.0)])
+def test_a_summed_reward_needs_its_range_and_is_read_on_it(
+    reward_range, tiny_lm_dir, tmp_path, resolver, tasks, dataset
+):
+    verifier = RecordingVerifier(resolver)
+    # the scheduler learns from the weighted sum, as GRPO trains on: in [2, 3] here
+    trainer = EnvSchedGRPOTrainer(
+        model=str(tiny_lm_dir),
+        processing_class=qwen_like_tokenizer(tiny_lm_dir),
+        reward_funcs=[verifier, format_bonus, format_bonus],
+        args=grpo_args(tmp_path, 2),
+        train_dataset=dataset,
+        scheduler="envsched",
+        tasks=tasks,
+        **({} if reward_range is None else {"reward_range": reward_range}),
+    )
+    if reward_range is None:  # the sum is out of [0, 1]: refused at the first step, naming the option
+        with pytest.raises(ValueError, match="outside reward_range=\\(0, 1\\); set reward_range"):
+            trainer.train()
+        return
+    trainer.train()
+    batches = trainer.step_batches
+    for step, (_, rewards) in enumerate(verifier.calls, start=1):  # read as (sum - 0) / 3
+        assert batches.rollouts[step]["reward"].tolist() == pytest.approx([(r + 2.0) / 3 for r in rewards])
+        mean = 2.0 + sum(rewards) / len(rewards)
+        assert batches.metrics[step]["rollout/mean_reward"] == pytest.approx(mean)
+
+
 @pytest.mark.parametrize("name", sorted(set(SCHEDULERS) - {"envsched"}))
 def test_envsched_grpo_trainer_runs_every_baseline(name, tiny_lm_dir, tmp_path, resolver, tasks, dataset):
     trainer, verifier, _ = train(tiny_lm_dir, tmp_path, resolver, tasks, dataset, name, steps=2)

@@ -16,6 +16,7 @@ without workers (the parent's update then fails on the missing config, after the
 import functools
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -251,6 +252,27 @@ def test_verl_sampler_rejects_rows_without_a_filled_index(dataset, files):
             lambda row, i: {"extra_info": {**row["extra_info"], "index": i}}, with_indices=True
         )
     assert dataset_task_ids(dataset)[1] == dataset.dataframe[1]["extra_info"]["task_id"]
+
+
+def test_verl_sampler_reads_a_reward_on_the_range_it_is_given(dataset, files):
+    config = data_config(files[1], "envsched")
+    config.sampler.reward_range = [0, 2]  # e.g. an answer reward and a format reward of 0 / 1, summed
+    sampler = EnvSchedCurriculumSampler(dataset, config)
+    _, rows = sampler.batches.next_batch()
+    scores = torch.tensor([[0.0, 2.0], [0.0, 1.0]] * (len(rows) * G // 2))  # per response, summed over tokens
+    index = np.repeat(np.asarray(rows), G)
+    sampler.update(DataProto.from_dict(tensors={"token_level_scores": scores}, non_tensors={"index": index}))
+    observed = sampler.batches.rollouts[1]
+    assert observed["reward"].tolist() == pytest.approx((scores.sum(-1) / 2).tolist())
+    config.sampler.reward_range = [0, 1]
+    fresh = EnvSchedCurriculumSampler(dataset, config)
+    _, rows = fresh.batches.next_batch()
+    index = np.repeat(np.asarray(rows), G)
+    with pytest.raises(ValueError, match="outside reward_range=\\(0, 1\\)"):
+        fresh.update(
+            DataProto.from_dict(tensors={"token_level_scores": scores}, non_tensors={"index": index})
+        )
+    assert fresh.batches.pending_step == 1  # nothing observed: the step can still be fed
 
 
 def test_verl_sampler_needs_catalogue_and_group_size(dataset):

@@ -110,12 +110,24 @@ class StepBatches:
 
     ``row_of_task`` maps each task id to its row in the trainer's dataset. Steps count from 1. Every
     rank of a distributed run holds its own copy and sees the same (gathered) rewards, so every copy
-    selects the same batches.
+    selects the same batches. ``reward_range`` (lo, hi) is the range the trainer's reward can take (two reward
+    functions of 0 / 1 summed: (0, 2)); the schedulers learn from it read as (r - lo) / (hi - lo), in [0, 1],
+    which GRPO's group-normalised advantages do not tell apart.
     """
 
-    def __init__(self, scheduler: Any, row_of_task: dict[str, int], prompts_per_step: int):
+    def __init__(
+        self,
+        scheduler: Any,
+        row_of_task: dict[str, int],
+        prompts_per_step: int,
+        reward_range: Sequence[float] = (0.0, 1.0),
+    ):
         if prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
+        low, high = (float(x) for x in reward_range)
+        if not (np.isfinite(low) and np.isfinite(high) and low < high):
+            raise ValueError(f"reward_range must be two finite numbers lo < hi, got {tuple(reward_range)}")
+        self.reward_range = (low, high)
         # EnvSched's SchedulerConfig; the baselines have no such fields
         settings = getattr(scheduler, "cfg", None)
         for option, why in UNSUPPORTED_IN_TRAINERS.items():
@@ -171,19 +183,34 @@ class StepBatches:
         foreign = sorted(set(task_ids) - set(self.batches[step]))
         if foreign:
             raise ValueError(f"step {step}: rewards for task(s) {foreign[:5]} that are not in its batch")
-        frame = pd.DataFrame({"task_id": task_ids, "step": step, "reward": np.asarray(rewards, dtype=float)})
-        self.scheduler.observe(frame)  # validates rewards in [0, 1] before touching any state
+        raw = np.asarray(rewards, dtype=float)
+        frame = pd.DataFrame({"task_id": task_ids, "step": step, "reward": self._unit(step, task_ids, raw)})
+        self.scheduler.observe(frame)
         self.observed_steps.add(step)
         self.rollouts[step] = frame
-        groups = frame.groupby("task_id")["reward"]
+        groups = frame.assign(reward=raw).groupby("task_id")["reward"]  # the trainer's own units
         variance = groups.var(ddof=0).fillna(0.0)
         self.metrics[step] = {
             "schedule/zero_variance_groups": float((variance < 1e-12).sum()),
             "schedule/mean_reward_variance": float(variance.mean()),
             "schedule/distinct_tasks": float(len(variance)),
-            "rollout/mean_reward": float(frame["reward"].mean()),
+            "rollout/mean_reward": float(raw.mean()),
         }
         return frame
+
+    def _unit(self, step: int, task_ids: list[str], reward: np.ndarray) -> np.ndarray:
+        """The trainer's rewards read on [0, 1]; one outside ``reward_range`` is refused, naming the option."""
+        low, high = self.reward_range
+        slack = 1e-9 * (high - low)  # a weighted sum's float rounding
+        outside = ~np.isfinite(reward) | (reward < low - slack) | (reward > high + slack)
+        if outside.any():
+            i = int(np.flatnonzero(outside)[0])
+            raise ValueError(
+                f"step {step}: reward {reward[i]!r} of task {task_ids[i]!r} is outside reward_range=({low:g}, "
+                f"{high:g}); set reward_range to the range the trainer's reward can take (the weighted sum of its "
+                "reward functions, unless observed_reward names one)"
+            )
+        return np.clip((reward - low) / (high - low), 0.0, 1.0)
 
     def state_dict(self) -> dict[str, Any]:
         """Scheduler state plus the step counter; ``load_state_dict`` resumes where it stopped."""

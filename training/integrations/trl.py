@@ -92,8 +92,9 @@ class EnvSchedGRPOTrainer(GRPOTrainer):
 
     Extra arguments: ``scheduler`` (a name or an object with select / observe), ``tasks`` (the catalogue
     frame, needed when ``scheduler`` is a name), ``scheduler_options`` (fields of its config),
-    ``scheduler_seed``, and ``observed_reward``: the name of the reward function whose value in [0, 1] the
-    scheduler learns from (default: the weighted sum of all reward functions, as GRPO trains on).
+    ``scheduler_seed``, ``observed_reward``: the name of the reward function the scheduler learns from
+    (default: the weighted sum of all reward functions, as GRPO trains on), and ``reward_range``: the range
+    that reward can take (default (0, 1); an accuracy and a format reward of 0 / 1 summed: (0, 2)).
     """
 
     def __init__(
@@ -104,6 +105,7 @@ class EnvSchedGRPOTrainer(GRPOTrainer):
         scheduler_options: dict[str, Any] | None = None,
         scheduler_seed: int = 0,
         observed_reward: str | None = None,
+        reward_range: tuple[float, float] = (0.0, 1.0),
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
@@ -128,7 +130,8 @@ class EnvSchedGRPOTrainer(GRPOTrainer):
                 f"observed_reward={observed_reward!r} is not a reward function; have {self.reward_func_names}"
             )
         self.observed_reward = observed_reward
-        self.step_batches = StepBatches(scheduler, {t: i for i, t in enumerate(task_ids)}, prompts_per_step)
+        rows = {t: i for i, t in enumerate(task_ids)}
+        self.step_batches = StepBatches(scheduler, rows, prompts_per_step, reward_range)
 
     # --- prompts ---------------------------------------------------------------------------------------
     def _get_train_sampler(self, dataset: Any = None) -> Sampler:

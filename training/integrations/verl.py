@@ -94,7 +94,8 @@ class EnvSchedCurriculumSampler(AbstractCurriculumSampler):
             options=scheduler_options,
         )
         rows = {task_id: row for row, task_id in enumerate(self.task_of_row)}
-        self.batches = StepBatches(scheduler, rows, prompts_per_step)
+        reward_range = tuple(_option(options, "reward_range", (0.0, 1.0)))  # the reward's range, e.g. [0, 2]
+        self.batches = StepBatches(scheduler, rows, prompts_per_step, reward_range)
         self.reward_key = _option(options, "reward_key")
         self.steps_per_epoch = max(1, len(rows) // prompts_per_step)
 
