@@ -48,9 +48,8 @@ class RewardRange:
         self.lowest_group = np.full(n_envs, np.inf)
         self.highest = np.full(n_envs, -np.inf)
         self.at_highest = np.zeros(n_envs)  # rollouts that scored the highest reward
-        self.between = np.zeros(
-            n_envs, dtype=bool
-        )  # a reward strictly between the lowest and the highest seen
+        # a reward strictly between the lowest and the highest seen
+        self.between = np.zeros(n_envs, dtype=bool)
         self.read_floor, self.read_ceiling = bool(floor), bool(ceiling)
 
     def update(

@@ -148,9 +148,8 @@ def _renamed_fields(config: dict) -> dict:
     config.setdefault("full_pass_weight", 1.0 if accuracy else 0.0)
     config.setdefault("training_dispersion", False)  # before it, the dispersions read the blended variance
     config.setdefault("unsolvable_prior", 0.0)  # before it, no task was suspected of never passing
-    config.setdefault(
-        "reward_ceiling", False
-    )  # before it, a full pass was a reward of 1 in every environment
+    # before reward_ceiling, a full pass was a reward of 1 in every environment
+    config.setdefault("reward_ceiling", False)
     return config
 
 

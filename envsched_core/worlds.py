@@ -270,11 +270,8 @@ class WorldSimulator(Simulator):
         self.duplicates, self.lookalikes = float(duplicates), float(lookalikes)
         self.lost, self.lost_envs, self.dropped = float(lost), float(lost_envs), float(dropped)
         self.partial, self.slow = float(partial), float(slow)
-        self.floor_envs, self.ceiling_envs, self.group_sd = (
-            float(floor_envs),
-            float(ceiling_envs),
-            float(group_sd),
-        )
+        self.floor_envs, self.ceiling_envs = float(floor_envs), float(ceiling_envs)
+        self.group_sd = float(group_sd)
         super().__init__(config, seed)
         if unseen_envs > 0:
             self._hold_out_environments(unseen_envs)
@@ -302,10 +299,12 @@ class WorldSimulator(Simulator):
         # the chance that one rollout of each task is lost (`partial`, `slow`)
         self._floored = np.zeros(n_all, dtype=bool)  # training tasks whose reward has a floor (`floor_envs`)
         self._floored[self._train_rows] = self._whole_environments(self.floor_envs, stream=18)
-        self._capped = np.zeros(
-            n_all, dtype=bool
-        )  # training tasks whose full pass scores CEILING (`ceiling_envs`)
+        # training tasks whose full pass scores CEILING (`ceiling_envs`)
+        self._capped = np.zeros(n_all, dtype=bool)
         self._capped[self._train_rows] = self._whole_environments(self.ceiling_envs, stream=21)
+        # a floored or capped task scores low + span x its verifier's score: the same outcome on another scale
+        self._reward_low = np.where(self._floored, FLOOR, 0.0)
+        self._reward_span = np.where(self._floored, 1 - FLOOR, np.where(self._capped, CEILING, 1.0))
         self._slow = np.zeros(n_all, dtype=bool)
         self._slow[self._train_rows] = self._some_tasks(self.slow, stream=16)
         self._rollout_loss = np.zeros(n_all)
@@ -584,8 +583,7 @@ class WorldSimulator(Simulator):
         if self.judged:
             judging = self._judged[self._train_rows] & (self._success(self._train_rows) > 0)
             variance = np.where(judging, JUDGE_SD**2 * (g - 1) / g, variance)
-        variance = np.where(self._capped[self._train_rows], CEILING**2 * variance, variance)
-        return np.where(self._floored[self._train_rows], (1 - FLOOR) ** 2 * variance, variance)
+        return self._reward_span[self._train_rows] ** 2 * variance
 
     def _group_success(self, rows: np.ndarray) -> np.ndarray:
         p = super()._group_success(rows)
@@ -600,10 +598,8 @@ class WorldSimulator(Simulator):
             return self._chain_rewards(rows)
         reward = super()._draw_rewards(rows)
         reward = self._misread(rows, reward) if self.noise else reward
-        if self.floor_envs:  # FLOOR for a failed attempt, 1 for a pass: the same outcome on another scale
-            reward = np.where(self._floored[rows][:, None], FLOOR + (1 - FLOOR) * reward, reward)
-        if self.ceiling_envs:  # CEILING for a full pass: the same outcome on another scale
-            reward = np.where(self._capped[rows][:, None], CEILING * reward, reward)
+        if self.floor_envs or self.ceiling_envs:  # FLOOR for a failed attempt, or CEILING for a pass
+            reward = self._reward_low[rows][:, None] + self._reward_span[rows][:, None] * reward
         if not self.judged:
             return reward
         level = self._success(rows)  # the judge's level; 0 while down or broken, where no rollout scores
@@ -624,10 +620,10 @@ class WorldSimulator(Simulator):
         return np.where(self._graded[rows][:, None], k / n[:, None], (k == n[:, None]).astype(float))
 
     def _group_signal(self, rows: np.ndarray, reward: np.ndarray, std: np.ndarray) -> np.ndarray:
-        if self.floor_envs:  # the push is the outcome's spread, not the rescaled reward's
-            std = np.where(self._floored[rows], std / (1 - FLOOR), std)
-        if self.ceiling_envs:
-            std = np.where(self._capped[rows], std / CEILING, std)
+        if (
+            self.floor_envs or self.ceiling_envs
+        ):  # the push is the outcome's spread, not the rescaled reward's
+            std = std / self._reward_span[rows]
         if self.noise:
             return super()._group_signal(rows, reward, std) * self._reward_information(rows)
         if not self.chain:

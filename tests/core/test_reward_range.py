@@ -81,64 +81,49 @@ def catalog():
     return TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=12))
 
 
-def step_rollouts(sched, catalog, step, success):
-    """The step's batch and its rewards, the first task of each environment in the batch failing every rollout."""
+def step_rollouts(sched, catalog, step, success, first=np.zeros):
+    """The step's batch and its rewards; the rollouts of the first task of each environment in the batch get
+    ``first(n)`` (default: every one fails)."""
     batch = sched.select(step)
     rollouts = rollouts_for(batch, step, success)
     env = dict(zip(catalog.task_ids, catalog.env, strict=True))
-    first = batch.assign(env=batch["task_id"].map(env)).drop_duplicates("env")["task_id"]
-    rollouts.loc[rollouts["task_id"].isin(first), "reward"] = 0.0
+    chosen = batch.assign(env=batch["task_id"].map(env)).drop_duplicates("env")["task_id"]
+    mine = rollouts["task_id"].isin(chosen).to_numpy()
+    rollouts.loc[mine, "reward"] = first(mine.sum())
     return batch, rollouts
 
 
-@pytest.mark.parametrize("on", [True, False])
-def test_envsched_reads_floored_rewards_as_the_plain_ones_and_off_it_does_not(catalog, on):
-    success = {t: 0.2 + 0.6 * (i % 4) / 3 for i, t in enumerate(catalog.task_ids)}
-    cfg = SchedulerConfig(batch_size=16, reward_floor=on)
-    plain, floored = EnvSched(catalog, cfg, seed=2), EnvSched(catalog, cfg, seed=2)
-    same = []
-    for step in range(1, 7):
-        batch, rollouts = step_rollouts(plain, catalog, step, success)
-        same.append(batch.equals(floored.select(step)))
-        plain.observe(rollouts)
-        floored.observe(rollouts.assign(reward=0.2 + 0.8 * rollouts["reward"]))  # a format reward of 0.2
-    assert all(same) == on
-    if on:
-        np.testing.assert_allclose(floored.stats.mu, plain.stats.mu)
-        pd.testing.assert_frame_equal(floored.predict(7), plain.predict(7))
-        state = copy.deepcopy(floored.state_dict())
-        resumed = EnvSched(catalog, cfg, seed=99)
-        resumed.load_state_dict(state)
-        np.testing.assert_array_equal(resumed.reward_range.floor, floored.reward_range.floor)
-        pd.testing.assert_frame_equal(resumed.select(7), floored.select(7))
+RANGES = {
+    # a format reward of 0.2; the first task of each environment fails every rollout, a whole group at the floor
+    "floor": ("reward_floor", lambda r: 0.2 + 0.8 * r, np.zeros),
+    # every pass pays 0.8; the first task of each environment passes every other rollout: a 0 and two passes
+    "ceiling": ("reward_ceiling", lambda r: 0.8 * r, lambda n: np.arange(n) % 2),
+}
 
 
 @pytest.mark.parametrize("on", [True, False])
-def test_envsched_reads_capped_rewards_as_the_plain_ones_and_off_it_does_not(catalog, on):
+@pytest.mark.parametrize("kind", sorted(RANGES))
+def test_envsched_reads_rescaled_rewards_as_the_plain_ones_and_off_it_does_not(catalog, kind, on):
+    field, rescaled, first = RANGES[kind]
     success = {t: 0.2 + 0.6 * (i % 4) / 3 for i, t in enumerate(catalog.task_ids)}
-    cfg = SchedulerConfig(batch_size=16, reward_ceiling=on)
-    plain, capped = EnvSched(catalog, cfg, seed=2), EnvSched(catalog, cfg, seed=2)
-    env = dict(zip(catalog.task_ids, catalog.env, strict=True))
+    cfg = SchedulerConfig(batch_size=16, **{field: on})
+    plain, other = EnvSched(catalog, cfg, seed=2), EnvSched(catalog, cfg, seed=2)
     same = []
     for step in range(1, 7):
-        batch = plain.select(step)
-        rollouts = rollouts_for(batch, step, success)
-        # the first task of each environment in the batch passes every other rollout: a 0 and a pass come back
-        first = batch.assign(env=batch["task_id"].map(env)).drop_duplicates("env")["task_id"]
-        mine = rollouts["task_id"].isin(first).to_numpy()
-        rollouts.loc[mine, "reward"] = np.arange(mine.sum()) % 2
-        same.append(batch.equals(capped.select(step)))
+        batch, rollouts = step_rollouts(plain, catalog, step, success, first)
+        same.append(batch.equals(other.select(step)))
         plain.observe(rollouts)
-        capped.observe(rollouts.assign(reward=0.8 * rollouts["reward"]))  # every pass pays 0.8
+        other.observe(rollouts.assign(reward=rescaled(rollouts["reward"])))
     assert all(same) == on
     if on:
-        np.testing.assert_allclose(capped.stats.mu, plain.stats.mu)
-        pd.testing.assert_frame_equal(capped.predict(7), plain.predict(7))
-        state = copy.deepcopy(capped.state_dict())
+        np.testing.assert_allclose(other.stats.mu, plain.stats.mu)
+        pd.testing.assert_frame_equal(other.predict(7), plain.predict(7))
+        state = copy.deepcopy(other.state_dict())
         resumed = EnvSched(catalog, cfg, seed=99)
         resumed.load_state_dict(state)
-        np.testing.assert_array_equal(resumed.reward_range.ceiling, capped.reward_range.ceiling)
-        pd.testing.assert_frame_equal(resumed.select(7), capped.select(7))
+        np.testing.assert_array_equal(resumed.reward_range.floor, other.reward_range.floor)
+        np.testing.assert_array_equal(resumed.reward_range.ceiling, other.reward_range.ceiling)
+        pd.testing.assert_frame_equal(resumed.select(7), other.select(7))
 
 
 def test_a_state_saved_before_ceilings_resumes_with_them_off_and_its_floors_kept(catalog):

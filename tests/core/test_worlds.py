@@ -439,46 +439,39 @@ def test_worlds_partial_groups_come_back_short_with_the_plain_worlds_rewards():
         WorldSimulator(config, partial=1.0)
 
 
-def test_worlds_with_a_reward_floor_rescale_the_outcome_and_train_alike():
-    config = TEN_ENVS
+@pytest.mark.parametrize(
+    "share, mask, rescaled",
+    [
+        ("floor_envs", "floored_tasks", lambda r: 0.2 + 0.8 * r),  # a failed attempt scores 0.2
+        ("ceiling_envs", "capped_tasks", lambda r: 0.8 * r),  # a pass scores 0.8
+    ],
+)
+def test_worlds_with_a_reward_floor_or_ceiling_rescale_the_outcome_and_train_alike(share, mask, rescaled):
     plain, batch, expected = every_task_once()
-    sim = WorldSimulator(config, seed=4, floor_envs=0.4)
+    sim = WorldSimulator(TEN_ENVS, seed=4, **{share: 0.4})
     ids = batch["task_id"].to_numpy()
-    floored = sim.floored_tasks
-    assert len(np.unique(sim._task_env[sim._train_rows][floored])) == 4  # whole environments
+    chosen = getattr(sim, mask)
+    assert len(np.unique(sim._task_env[sim._train_rows][chosen])) == 4  # whole environments
     got = sim.rollout(batch, step=1)
-    on_floor = got["task_id"].isin(ids[floored]).to_numpy()
-    np.testing.assert_allclose(got["reward"][on_floor], 0.2 + 0.8 * expected["reward"][on_floor])
-    np.testing.assert_array_equal(got["reward"][~on_floor], expected["reward"][~on_floor])
+    inside = got["task_id"].isin(ids[chosen]).to_numpy()
+    np.testing.assert_allclose(got["reward"][inside], rescaled(expected["reward"][inside]))
+    np.testing.assert_array_equal(got["reward"][~inside], expected["reward"][~inside])
     np.testing.assert_allclose(
-        sim.expected_variance(), np.where(floored, 0.64, 1.0) * plain.expected_variance()
+        sim.expected_variance(), np.where(chosen, 0.64, 1.0) * plain.expected_variance()
     )
-    # the same outcomes push the policy the same way, floor or not
+    # the same outcomes push the policy the same way, rescaled or not
     plain.train(expected, max_groups=len(ids))
     sim.train(got, max_groups=len(ids))
     np.testing.assert_allclose(sim.theta, plain.theta)
-    with pytest.raises(ValueError, match="floor_envs=1.5"):
-        WorldSimulator(config, floor_envs=1.5)
+    with pytest.raises(ValueError, match=f"{share}=1.5"):
+        WorldSimulator(TEN_ENVS, **{share: 1.5})
 
 
-def test_worlds_with_a_reward_ceiling_rescale_the_outcome_and_train_alike():
-    plain, batch, expected = every_task_once()
+def test_no_capped_rollout_scores_1_and_a_world_takes_a_floor_or_a_ceiling_not_both():
+    _, batch, _ = every_task_once()
     sim = WorldSimulator(TEN_ENVS, seed=4, ceiling_envs=0.4)
-    ids = batch["task_id"].to_numpy()
-    capped = sim.capped_tasks
-    assert len(np.unique(sim._task_env[sim._train_rows][capped])) == 4  # whole environments
     got = sim.rollout(batch, step=1)
-    below = got["task_id"].isin(ids[capped]).to_numpy()
-    np.testing.assert_allclose(got["reward"][below], 0.8 * expected["reward"][below])
-    np.testing.assert_array_equal(got["reward"][~below], expected["reward"][~below])
-    assert got["reward"][below].max() < 1
-    np.testing.assert_allclose(
-        sim.expected_variance(), np.where(capped, 0.64, 1.0) * plain.expected_variance()
-    )
-    # the same outcomes push the policy the same way, capped or not
-    plain.train(expected, max_groups=len(ids))
-    sim.train(got, max_groups=len(ids))
-    np.testing.assert_allclose(sim.theta, plain.theta)
+    assert got.loc[got["task_id"].isin(batch["task_id"].to_numpy()[sim.capped_tasks]), "reward"].max() < 1
     with pytest.raises(ValueError, match="choose one"):
         WorldSimulator(TEN_ENVS, floor_envs=0.5, ceiling_envs=0.5)
 
