@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from .catalog import TaskCatalog
 from .check_correlation import CheckCorrelation
 from .config import SchedulerConfig
+from .delivered import DeliveredGroups
 from .dispersion import TaskDispersion
 from .env_calibration import EnvironmentCalibration
 from .graph import (
@@ -233,6 +234,7 @@ class EnvSched:
         self.rounds = StepRounds()  # the step being rolled out, for refill rounds (``refill_rounds``)
         self.share = InformativeShare()  # sizes over-sampled first rounds (``oversample_factor``)
         self.silent = SilentTasks(n_tasks, cfg.silence_backoff)  # selections no group came back from
+        self.delivered = DeliveredGroups()  # the (step, task) groups observed, so a re-delivery counts once
         # the share of each task's rollouts that came back
         prior = cfg.short_group_prior
         self.short = ShortGroups(n_tasks, cfg.group_size, prior) if prior > 0 else None
@@ -621,6 +623,9 @@ class EnvSched:
             return
         if self.step_offset:
             rollouts = rollouts.assign(step=pd.to_numeric(rollouts["step"]) + self.step_offset)
+        rollouts, idx, delivered = self._first_deliveries(rollouts, idx)
+        if len(idx) == 0:
+            return
         cfg = self.cfg
         dynamic = cfg.refill_rounds or cfg.oversample_factor
         # the groups of the reward the trainer uses, before the blend below
@@ -685,7 +690,34 @@ class EnvSched:
         every = self.cfg.cross_refresh_every
         if every and self.current_step - self.last_refresh_step >= every:
             self._refresh_cross()
+        self.delivered.record(*delivered)
         self._cache = None
+
+    def _first_deliveries(
+        self, rollouts: pd.DataFrame, idx: np.ndarray
+    ) -> tuple[pd.DataFrame, np.ndarray, tuple[np.ndarray, ...]]:
+        """The rollouts less the (step, task) groups observed before with the same rewards (a re-delivery),
+        their task rows, and their groups as ``DeliveredGroups.record`` takes them. A group observed before with
+        other rewards raises ValueError."""
+        groups = group_outcomes(rollouts, idx)
+        parts = [groups[c].to_numpy() for c in ("step", "idx", "size", "mean", "variance")]
+        seen, clash = self.delivered.repeated(*parts)
+        if clash is not None:
+            step, row = int(parts[0][clash]), int(parts[1][clash])
+            size, mean = self.delivered.steps[step][1:3]
+            at = int(np.searchsorted(self.delivered.steps[step][0], row))
+            raise ValueError(
+                f"rollouts: step {step - self.step_offset}, task {self.catalog.task_ids[row]!r} was observed "
+                f"already with other rewards ({int(size[at])} rollouts, mean {mean[at]:.4g}; now "
+                f"{int(parts[2][clash])}, mean {parts[3][clash]:.4g}): a group is observed once, whole."
+            )
+        if not seen.any():
+            return rollouts, idx, tuple(parts)
+        width = int(idx.max()) + 1
+        again = np.isin(
+            rollouts["step"].to_numpy(dtype=np.int64) * width + idx, parts[0][seen] * width + parts[1][seen]
+        )
+        return rollouts.loc[~again], idx[~again], tuple(p[~seen] for p in parts)
 
     def warm_start(self, history: pd.DataFrame, step_offset: int | None = None) -> None:
         """Start this fresh scheduler as if its campaign continued ``history``: earlier rollouts (task_id,
@@ -754,6 +786,7 @@ class EnvSched:
             "reward_range": self.reward_range.state_dict() if self.reward_range is not None else {},
             "env_calibration": self.calibration.state_dict() if self.calibration is not None else {},
             "check_correlation": self.checks.state_dict() if self.checks is not None else {},
+            "delivered": self.delivered.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -804,6 +837,7 @@ class EnvSched:
             "reward_range": self.reward_range,
             "env_calibration": self.calibration,
             "check_correlation": self.checks,
+            "delivered": self.delivered,
         }
         if "reward_floors" in state:  # saved before ceilings were read, under the floors' name
             state = {**state, "reward_range": state["reward_floors"]}
