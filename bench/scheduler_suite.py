@@ -19,6 +19,10 @@ back, groups that come back short, rewards with a floor, environments mastered o
 `--regimes latent` runs `envsched_core.latent_world.LATENT_REGIMES`: worlds of a second generative model, specified
 apart from the simulator (skills as directions in a latent space, negative transfer, correlated partial checks,
 Dr. GRPO's unnormalised advantages, held-out environments), none used for tuning either.
+`--regimes compound` runs 24 compound attacks (`envsched_core.worlds.compound_regime`): a suite world with two or
+three of the stress regimes' attacks at once, drawn at random (draw 1; `compound-0` is draw 0, kept for tuning, and
+any `compound-D` is a fresh draw of 24 that no rule was written against); `base+attack+...` names one combination
+(`--regimes sparse+settled+inverted`).
 `--catalogue required` shows every scheduler only the catalogue's four required columns (task_id, env_id, text,
 tools; embeddings from the shipped model over the text), as a trainer's own task list may give them, instead of every
 column the world writes (lengths, tool effects, verifier kinds, a world-made embedding).
@@ -72,7 +76,16 @@ from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.catalog import REQUIRED_COLUMNS
 from envsched_core.schedulers import SCHEDULERS, fold_history
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
-from envsched_core.worlds import ALL_REGIMES, LATENT_REGIMES, REGIMES, STRESS_REGIMES, LatentRegime, Regime
+from envsched_core.worlds import (
+    ALL_REGIMES,
+    LATENT_REGIMES,
+    REGIMES,
+    STRESS_REGIMES,
+    LatentRegime,
+    Regime,
+    compound_names,
+    regime_named,
+)
 
 BASELINES: dict[str, Callable] = {
     name: (lambda cat, b, spec=spec: spec.cls(cat, spec.config_cls(batch_size=b)))
@@ -374,8 +387,24 @@ def world_job(job: tuple[str, int, bool, list[str], int, int, int, int, str]) ->
     """One (regime, world seed): every scheduler on that world (a pool worker's unit of work)."""
     name, seed, quick, run_names, horizon, target_step, lag, warmup, catalogue = job
     with threadpool_limits(limits=1):  # small matrices: BLAS threads only thrash on a shared machine
-        world = make_world(ALL_REGIMES[name], seed, quick, catalogue)
+        world = make_world(regime_named(name), seed, quick, catalogue)
         return run_world(world, run_names, horizon, target_step, lag, warmup)
+
+
+def regime_group(name: str) -> list[str]:
+    """The regimes a --regimes entry names: a group ('stress', 'latent', 'compound' = the report draw,
+    'compound-D' = draw D) or one regime."""
+    groups = {"stress": list(STRESS_REGIMES), "latent": list(LATENT_REGIMES), "compound": compound_names()}
+    draw = name.removeprefix("compound-")
+    return groups.get(name) or (compound_names(int(draw)) if draw.isdigit() else [name])
+
+
+def known_regime(name: str) -> bool:
+    try:
+        regime_named(name)
+    except KeyError:
+        return False
+    return True
 
 
 def cpu_seconds() -> float:
@@ -435,11 +464,13 @@ def run_suite() -> None:
     if args.workers < 1:
         parser.error(f"--workers={args.workers} must be >= 1")
     regimes = args.regimes.split(",") if args.regimes else list(REGIMES)
-    groups = {"stress": STRESS_REGIMES, "latent": LATENT_REGIMES}
-    regimes = [n for r in regimes for n in groups.get(r, [r])]
-    unknown = [r for r in regimes if r not in ALL_REGIMES]
+    regimes = [n for r in regimes for n in regime_group(r)]
+    unknown = [r for r in regimes if not known_regime(r)]
     if unknown:
-        parser.error(f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress' or 'latent'")
+        parser.error(
+            f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', "
+            "'compound-D' (draw D), 'compound-D-I' or 'base+attack+...'"
+        )
     default_names = [*BASELINES, *ABLATIONS]
     names = args.schedulers.split(",") if args.schedulers else default_names
     unknown = [n for n in names if n not in BASELINES and n not in ABLATIONS]
@@ -492,7 +523,7 @@ def run_suite() -> None:
         results = pool.imap(world_job, jobs) if parallel else map(world_job, jobs)
         t0 = time.perf_counter()
         for name in regimes:
-            regime, run_names = ALL_REGIMES[name], plan[name]
+            regime, run_names = regime_named(name), plan[name]
             per_world = [next(results) for _ in seeds]
             config = regime.sim_config(args.quick)
             title = (

@@ -1159,6 +1159,93 @@ ALL_REGIMES: dict[str, Regime | LatentRegime] = by_name(
     *REGIMES.values(), *STRESS_REGIMES.values(), *LATENT_REGIMES.values()
 )
 
+# Compound attacks (session 40): a suite world with two or three of the stress regimes' attacks at once, drawn at
+# random, so that the evaluation holds worlds no rule was written against. `compound-D-I` is regime I of draw D.
+COMPOUND_BASES = (
+    "default",
+    "shared",
+    "private",
+    "paper",
+    "sparse",
+    "graded",
+    "drift",
+    "few-large",
+    "many-small",
+)
+COMPOUND_ATTACKS = (
+    "flaky", "flaky-envs", "broken", "inverted", "judged", "duplicates", "lookalikes", "lost", "lost-envs",
+    "dropped", "partial", "slow-tasks", "floor", "ceiling", "settled", "grouped", "noisy", "no-info",
+    "coarse-envs", "task-envs", "late-envs", "unseen-envs", "shift", "outage", "chain",
+)  # fmt: skip
+COMPOUND_PER_DRAW = 24
+COMPOUND_REPORT_DRAW = 1
+"""`--regimes compound` runs this draw; draw 0 is for tuning."""
+_NOT_MECHANISMS = {"name", "description", "config", "batch_size", "quick_config", "tags"}
+
+
+def attack_fields(name: str) -> dict[str, Any]:
+    """The mechanisms (Regime fields other than the simulator config) in which attack regime ``name`` differs from
+    a plain regime."""
+    regime, plain = ALL_REGIMES[name], Regime("plain", "", BASE)
+    return {
+        f: getattr(regime, f)
+        for f in regime.__dataclass_fields__
+        if f not in _NOT_MECHANISMS and getattr(regime, f) != getattr(plain, f)
+    }
+
+
+def combined_regime(name: str, base: str, attacks: list[str]) -> Regime:
+    """Suite regime ``base`` with the mechanisms of the attack regimes ``attacks`` at their stress strength.
+    Raises ValueError where two attacks set one mechanism or the simulator refuses the combination."""
+    mechanisms: dict[str, Any] = {}
+    for attack in attacks:
+        fields = attack_fields(attack)
+        if not fields or set(fields) & set(mechanisms):
+            raise ValueError(f"{name}: {attack!r} adds no mechanism of its own")
+        mechanisms.update(fields)
+    regime = replace(
+        REGIMES[base], name=name, description=" + ".join([base, *attacks]), tags=(), **mechanisms
+    )
+    regime.world(0, quick=True)  # the simulator's own checks
+    return regime
+
+
+def compound_regime(draw: int, index: int) -> Regime:
+    """Regime ``index`` of compound draw ``draw``: a base world of `COMPOUND_BASES` with 2 or 3 attacks of
+    `COMPOUND_ATTACKS`. A combination the simulator refuses (e.g. chain tasks with noisy checks) is drawn again
+    from the next stream, so a name always means the same world."""
+    for attempt in range(100):
+        rng = np.random.default_rng([40, draw, index, attempt])
+        base = COMPOUND_BASES[int(rng.integers(len(COMPOUND_BASES)))]
+        attacks = sorted(rng.choice(COMPOUND_ATTACKS, size=int(rng.integers(2, 4)), replace=False))
+        try:
+            return combined_regime(f"compound-{draw}-{index}", base, attacks)
+        except ValueError:
+            continue
+    raise ValueError(f"compound draw {draw}, regime {index}: no valid combination in 100 tries")
+
+
+def regime_named(name: str) -> Regime | LatentRegime:
+    """A regime of `ALL_REGIMES`, `compound-D-I`, or `base+attack+...` (a suite regime with stress attacks, e.g.
+    `sparse+settled+inverted`). Raises KeyError for an unknown name or combination."""
+    if name in ALL_REGIMES:
+        return ALL_REGIMES[name]
+    parts = name.split("-")
+    if len(parts) == 3 and parts[0] == "compound" and parts[1].isdigit() and parts[2].isdigit():
+        return compound_regime(int(parts[1]), int(parts[2]))
+    base, *attacks = name.split("+")
+    if attacks and base in REGIMES and all(a in ALL_REGIMES for a in attacks):
+        try:
+            return combined_regime(name, base, attacks)
+        except ValueError as error:
+            raise KeyError(f"{name}: {error}") from None
+    raise KeyError(name)
+
+
+def compound_names(draw: int = COMPOUND_REPORT_DRAW) -> list[str]:
+    """The names of compound draw ``draw``."""
+    return [f"compound-{draw}-{i}" for i in range(COMPOUND_PER_DRAW)]
+
 
 def calibrate(regime: Regime, seeds: list[int], steps: int = 60, quick: bool = True) -> pd.DataFrame:
     """Random's Table-2 statistics over ``steps`` steps per world seed (mean over steps of batch stats)."""

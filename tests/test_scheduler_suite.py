@@ -10,8 +10,10 @@ import pandas as pd
 
 from bench.scheduler_suite import (
     counted_steps,
+    known_regime,
     make_world,
     paper_regime,
+    regime_group,
     repeats,
     run_scheduler,
     run_world,
@@ -92,3 +94,12 @@ def test_a_required_columns_catalogue_shows_the_schedulers_task_env_text_and_too
     assert cut.catalog.embeddings.shape[1] == 384 != full.catalog.embeddings.shape[1]
     per_world = run_world(cut, ["random", "envsched"], horizon=8, target_step=4)
     assert per_world["envsched"]["steps"] >= 1
+
+
+def test_regime_groups_name_the_stress_latent_and_compound_regimes():
+    assert regime_group("compound") == [f"compound-1-{i}" for i in range(24)]  # the report draw
+    assert regime_group("compound-0")[:2] == ["compound-0-0", "compound-0-1"]
+    assert regime_group("compound-0-5") == ["compound-0-5"] and regime_group("paper") == ["paper"]
+    assert "inverted" in regime_group("stress") and "latent-paper" in regime_group("latent")
+    assert known_regime("compound-7-3") and known_regime("paper") and not known_regime("compound-7")
+    assert known_regime("graded+flaky-envs") and not known_regime("graded+flaky-envs+flaky-envs")

@@ -14,8 +14,12 @@ from envsched_core.worlds import (
     STRESS_REGIMES,
     Regime,
     WorldSimulator,
+    attack_fields,
     by_name,
     calibrate,
+    compound_names,
+    compound_regime,
+    regime_named,
 )
 
 SMALL = replace(BASE, n_envs=6, tasks_per_env=10, heldout_per_env=2)
@@ -648,3 +652,32 @@ def test_worlds_noisy_verifiers_misread_checks_and_shrink_the_push():
     )
     with pytest.raises(ValueError, match="noise=0.5"):
         WorldSimulator(SMALL, noise=0.5)
+
+
+def test_compound_regimes_are_a_suite_world_with_two_or_three_stress_attacks_and_one_world_per_name():
+    drawn = [compound_regime(draw, i) for draw in (0, 1) for i in range(len(compound_names(draw)))]
+    assert len({r.description for r in drawn}) > 40  # draws differ
+    plain = Regime("plain", "", BASE)
+    for regime in drawn:
+        base, *attacks = regime.description.split(" + ")
+        assert 2 <= len(attacks) <= 3 and regime.config == REGIMES[base].config
+        expected = {f: v for a in attacks for f, v in attack_fields(a).items()}
+        assert {f: getattr(regime, f) for f in expected} == expected
+        others = set(regime.__dataclass_fields__) - set(expected) - {"name", "description", "tags"}
+        assert all(getattr(regime, f) == getattr(REGIMES[base], f) for f in others)
+    assert attack_fields("inverted") == {"inverted": 0.2} and attack_fields("no-info") == {"scramble": True}
+    assert attack_fields("floor") == {"floor_envs": 0.5} and not attack_fields("default")
+    assert plain.inverted == 0.0
+    # a name is one world: drawn again, the same regime and the same rewards
+    again = regime_named("compound-1-20")
+    assert again == compound_regime(1, 20) and again.name == "compound-1-20"
+    a, b = again.world(3, quick=True).reset(3), compound_regime(1, 20).world(3, quick=True).reset(3)
+    batch = pd.DataFrame({"task_id": np.asarray(a.task_ids[:20])})
+    pd.testing.assert_frame_equal(a.rollout(batch, 1), b.rollout(batch, 1))
+    assert regime_named("paper") is ALL_REGIMES["paper"]
+    # a combination named by its parts
+    named = regime_named("sparse+settled+inverted")
+    assert named.config == REGIMES["sparse"].config and (named.settled_envs, named.inverted) == (0.9, 0.2)
+    for bad in ("compound-1", "compound-x-2", "nothing", "sparse+paper", "sparse+coarse-envs+task-envs"):
+        with pytest.raises(KeyError):
+            regime_named(bad)
