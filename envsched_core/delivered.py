@@ -48,6 +48,8 @@ class DeliveredGroups:
     ) -> None:
         """Remember groups observed for the first time (one sort, then a slice per step: a whole saved state loads
         in O(K log K))."""
+        if len(step) == 0:
+            return
         order = np.lexsort((rows, step))
         step, rows, size, mean, variance = (np.asarray(a)[order] for a in (step, rows, size, mean, variance))
         steps, starts = np.unique(step, return_index=True)

@@ -104,6 +104,11 @@ def test_a_warm_started_clock_names_the_callers_step(catalog, success):
 
 
 def test_state_round_trips_the_delivered_groups():
+    empty = (
+        DeliveredGroups()
+    )  # a state saved before any step was observed (a pipeline saves one at selection)
+    empty.load_state_dict(DeliveredGroups().state_dict())
+    assert empty.steps == {}
     delivered = DeliveredGroups()
     delivered.record(
         np.array([3, 1, 3]),
