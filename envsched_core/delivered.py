@@ -13,6 +13,8 @@ import numpy as np
 
 SAME = 1e-9
 """Tolerance on a group's mean and variance under which a second delivery is the first one again."""
+DELIVERED_COLUMNS = ("step", "idx", "size", "mean", "variance")
+"""The columns of ``stats.group_outcomes`` a group is recorded by, in the order ``repeated`` / ``record`` take."""
 
 
 class DeliveredGroups:
@@ -42,6 +44,12 @@ class DeliveredGroups:
             if len(other) and (clash is None or other[0] < clash):
                 clash = int(other[0])
         return seen, clash
+
+    def earlier(self, step: int, row: int) -> tuple[int, float]:
+        """(size, mean) of the group of task ``row`` observed at ``step``."""
+        known, size, mean, _ = self.steps[step]
+        at = int(np.searchsorted(known, row))
+        return int(size[at]), float(mean[at])
 
     def record(
         self, step: np.ndarray, rows: np.ndarray, size: np.ndarray, mean: np.ndarray, variance: np.ndarray

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from .catalog import TaskCatalog
 from .check_correlation import CheckCorrelation
 from .config import SchedulerConfig
-from .delivered import DeliveredGroups
+from .delivered import DELIVERED_COLUMNS, DeliveredGroups
 from .dispersion import TaskDispersion
 from .env_calibration import EnvironmentCalibration
 from .graph import (
@@ -623,14 +623,12 @@ class EnvSched:
             return
         if self.step_offset:
             rollouts = rollouts.assign(step=pd.to_numeric(rollouts["step"]) + self.step_offset)
-        rollouts, idx, delivered = self._first_deliveries(rollouts, idx)
+        # the groups of the reward the trainer uses, before the blend below, less those delivered before
+        rollouts, idx, unblended = self._first_deliveries(rollouts, idx)
         if len(idx) == 0:
             return
         cfg = self.cfg
         dynamic = cfg.refill_rounds or cfg.oversample_factor
-        # the groups of the reward the trainer uses, before the blend below
-        needed = cfg.training_dispersion or dynamic or self.reward_range is not None
-        unblended = group_outcomes(rollouts, idx) if needed else None
         training = unblended["variance"].to_numpy() if cfg.training_dispersion else None
         if dynamic:  # the trainer's rewards decide which groups are informative
             for step, part in unblended.groupby("step", sort=True):
@@ -690,34 +688,31 @@ class EnvSched:
         every = self.cfg.cross_refresh_every
         if every and self.current_step - self.last_refresh_step >= every:
             self._refresh_cross()
-        self.delivered.record(*delivered)
+        self.delivered.record(*(unblended[c].to_numpy() for c in DELIVERED_COLUMNS))
         self._cache = None
 
     def _first_deliveries(
         self, rollouts: pd.DataFrame, idx: np.ndarray
-    ) -> tuple[pd.DataFrame, np.ndarray, tuple[np.ndarray, ...]]:
+    ) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
         """The rollouts less the (step, task) groups observed before with the same rewards (a re-delivery),
-        their task rows, and their groups as ``DeliveredGroups.record`` takes them. A group observed before with
-        other rewards raises ValueError."""
+        their task rows, and their groups (``group_outcomes``). A group observed before with other rewards
+        raises ValueError."""
         groups = group_outcomes(rollouts, idx)
-        parts = [groups[c].to_numpy() for c in ("step", "idx", "size", "mean", "variance")]
-        seen, clash = self.delivered.repeated(*parts)
+        seen, clash = self.delivered.repeated(*(groups[c].to_numpy() for c in DELIVERED_COLUMNS))
         if clash is not None:
-            step, row = int(parts[0][clash]), int(parts[1][clash])
-            size, mean = self.delivered.steps[step][1:3]
-            at = int(np.searchsorted(self.delivered.steps[step][0], row))
+            step, row, size, mean = groups.loc[clash, ["step", "idx", "size", "mean"]]
+            size_before, mean_before = self.delivered.earlier(int(step), int(row))
             raise ValueError(
-                f"rollouts: step {step - self.step_offset}, task {self.catalog.task_ids[row]!r} was observed "
-                f"already with other rewards ({int(size[at])} rollouts, mean {mean[at]:.4g}; now "
-                f"{int(parts[2][clash])}, mean {parts[3][clash]:.4g}): a group is observed once, whole."
+                f"rollouts: step {int(step) - self.step_offset}, task {self.catalog.task_ids[int(row)]!r} was "
+                f"observed already with other rewards ({size_before} rollouts, mean {mean_before:.4g}; now "
+                f"{int(size)}, mean {mean:.4g}): a group is observed once, whole."
             )
         if not seen.any():
-            return rollouts, idx, tuple(parts)
+            return rollouts, idx, groups
         width = int(idx.max()) + 1
-        again = np.isin(
-            rollouts["step"].to_numpy(dtype=np.int64) * width + idx, parts[0][seen] * width + parts[1][seen]
-        )
-        return rollouts.loc[~again], idx[~again], tuple(p[~seen] for p in parts)
+        keys = groups["step"].to_numpy()[seen] * width + groups["idx"].to_numpy()[seen]
+        again = np.isin(rollouts["step"].to_numpy(dtype=np.int64) * width + idx, keys)
+        return rollouts.loc[~again], idx[~again], groups.loc[~seen].reset_index(drop=True)
 
     def warm_start(self, history: pd.DataFrame, step_offset: int | None = None) -> None:
         """Start this fresh scheduler as if its campaign continued ``history``: earlier rollouts (task_id,
