@@ -80,10 +80,29 @@ def test_step_batches_observe_each_step_once_and_flag_stale_selection():
     assert b.stale_steps == [2]
     ids = [t for t in b.batches[1] for _ in range(2)]
     b.observe(1, ids, [1.0] * 8)
-    with pytest.raises(ValueError, match="already observed"):
-        b.observe(1, ids, [1.0] * 8)
     with pytest.raises(ValueError, match="never handed out"):
         b.observe(3, ids, [1.0] * 8)
+
+
+def test_step_batches_drop_a_step_delivered_again_and_refuse_one_with_other_rewards():
+    once, twice = batches("envsched"), batches("envsched")
+    rewards = [0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    for b in (once, twice):
+        b.next_batch()
+        ids = [t for t in b.batches[1] for _ in range(2)]
+        first = b.observe(1, ids, rewards)
+    metrics = dict(twice.metrics[1])
+    # the whole step again, in another row order, then one group of it: dropped, the first frame returned
+    assert twice.observe(1, ids[::-1], rewards[::-1]) is first
+    assert twice.observe(1, ids[2:4], rewards[2:4]) is first
+    assert twice.metrics[1] == metrics
+    with pytest.raises(ValueError, match=rf"^step 1 was already observed, and task '{ids[0]}' now has other"):
+        twice.observe(1, ids, [1.0] * 8)
+    with pytest.raises(ValueError, match="now has other rewards \\(1, mean 0; observed: 2"):
+        twice.observe(1, ids[:1], rewards[:1])  # part of a group is not that group
+    # the scheduler saw the step once: the same predictions and the same next batch as a single delivery
+    pd.testing.assert_frame_equal(once.scheduler.predict(), twice.scheduler.predict())
+    assert once.next_batch() == twice.next_batch()
 
 
 def test_step_batches_resume_keeps_a_step_still_in_flight_open():
@@ -96,7 +115,7 @@ def test_step_batches_resume_keeps_a_step_still_in_flight_open():
     resumed.load_state_dict(b.state_dict())
     assert resumed.pending_step == 2 and resumed.observed_steps == {1}
     with pytest.raises(ValueError, match="already observed"):
-        resumed.observe(1, ids, [0.0, 1.0] * 4)
+        resumed.observe(1, ids, [1.0, 0.0, 1.0, 1.0] * 2)
     resumed.observe(2, [t for t in b.batches[2] for _ in range(2)], [1.0, 0.0] * 4)  # its rewards still land
     legacy = {k: v for k, v in b.state_dict().items() if k != "observed"}
     resumed.load_state_dict(legacy)

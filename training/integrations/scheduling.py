@@ -175,8 +175,6 @@ class StepBatches:
         """Feed one step's rollouts (one reward per completion) to the scheduler; returns the frame."""
         if step not in self.batches:
             raise ValueError(f"step {step} was never handed out (steps so far: 1..{self.step})")
-        if step in self.observed_steps:
-            raise ValueError(f"step {step} was already observed")
         task_ids = [str(t) for t in task_ids]
         if len(task_ids) != len(rewards):
             raise ValueError(f"{len(task_ids)} task ids but {len(rewards)} rewards for step {step}")
@@ -185,6 +183,8 @@ class StepBatches:
             raise ValueError(f"step {step}: rewards for task(s) {foreign[:5]} that are not in its batch")
         raw = np.asarray(rewards, dtype=float)
         frame = pd.DataFrame({"task_id": task_ids, "step": step, "reward": self._unit(step, task_ids, raw)})
+        if step in self.observed_steps:
+            return self._delivered_again(step, frame)
         self.scheduler.observe(frame)
         self.observed_steps.add(step)
         self.rollouts[step] = frame
@@ -197,6 +197,22 @@ class StepBatches:
             "rollout/mean_reward": float(raw.mean()),
         }
         return frame
+
+    def _delivered_again(self, step: int, frame: pd.DataFrame) -> pd.DataFrame:
+        """A step observed before, delivered again (a retried reward call, a worker resending after a restart):
+        the first delivery's frame when every group repeats its rewards, nothing observed twice; an error naming
+        the first group that differs otherwise (which of the two deliveries is right cannot be told here)."""
+        before = self.rollouts[step].groupby("task_id")["reward"]
+        for task, rewards in frame.groupby("task_id", sort=False)["reward"]:
+            earlier = np.sort(before.get_group(task).to_numpy()) if task in before.groups else np.zeros(0)
+            now = np.sort(rewards.to_numpy())
+            if len(now) != len(earlier) or not np.allclose(now, earlier, rtol=0.0, atol=1e-9):
+                raise ValueError(
+                    f"step {step} was already observed, and task {task!r} now has other rewards "
+                    f"({len(now)}, mean {now.mean():.4g}; observed: {len(earlier)}, "
+                    f"mean {earlier.mean() if len(earlier) else float('nan'):.4g})"
+                )
+        return self.rollouts[step]
 
     def _unit(self, step: int, task_ids: list[str], reward: np.ndarray) -> np.ndarray:
         """The trainer's rewards read on [0, 1]; one outside ``reward_range`` is refused, naming the option."""
