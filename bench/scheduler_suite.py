@@ -575,11 +575,18 @@ def run_suite() -> None:
 
 def paper_regime(names: list[str]) -> str | None:
     """The regime the summary's paper ratios come from: `paper` when it ran, else the first regime run that
-    is a variation of it (`latent-paper`, `paper-g4`, ...), so a run of another regime group still says how
-    its Table 2 regime went; None when no such regime ran (the ratios print as nan)."""
+    is a variation of it (`latent-paper`, `paper-g4`, `paper+flaky`, a drawn compound regime on the `paper` base,
+    ...), so a run of another regime group still says how its Table 2 regime went; None when no such regime ran
+    (the ratios print as nan)."""
     if "paper" in names:
         return "paper"
-    return next((n for n in names if "paper" in n.split("-")), None)
+
+    def varies_paper(name: str) -> bool:
+        if name.startswith("compound-"):  # drawn: its name does not say its base, its description does
+            return regime_named(name).description.split(" + ")[0] == "paper"
+        return "paper" in name.replace("+", "-").split("-")
+
+    return next((n for n in names if varies_paper(n)), None)
 
 
 if __name__ == "__main__":
