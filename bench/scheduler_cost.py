@@ -10,9 +10,10 @@ traced call at the step after the timed, untraced one (tracing slowed select 1.6
 `select` is timed after one observed step, so the predictor has evidence to propagate; its time
 includes the prediction it needs; `observe` (one step of B groups, incl. the outcome model's global refit)
 is timed too, at step 1 (the first re-rank with reward profiles re-ranks every task) and at step 2 (only
-the changed rows), without tracemalloc (it made observe 10-20x slower). Targets: select + predict for
-B = 256 over 1M tasks <= 0.6 s once the graph is built (issue 10); graph build for 100k tasks < 2 min
-(issue 3).
+the changed rows), without tracemalloc (it made observe 10-20x slower), and at step 3 handed over one group
+a call (`observe(group, more=True)`, the last without), as a trainer that streams its groups does. Targets:
+select + predict for B = 256 over 1M tasks <= 0.6 s once the graph is built (issue 10); graph build for 100k
+tasks < 2 min (issue 3).
 """
 
 from __future__ import annotations
@@ -78,8 +79,13 @@ def measure(n_tasks: int, batch_size: int) -> dict:
     # a later step: cross edges re-ranked where changed
     _, t_observe_2 = timed(lambda: sched.observe(rollouts))
     # peaks from traced calls at the next step (tracemalloc slowed select 1.6x at 100k, so times are untraced)
-    _, _, m_select = timed_peak(lambda: sched.select(3))
+    batch, _, m_select = timed_peak(lambda: sched.select(3))
     _, _, m_predict = timed_peak(lambda: sched.predict(3))
+    # a trainer handing over each group as it finishes: observe(more=True), the models refit at the last group
+    groups = [part for _, part in sim.rollout(batch, 3).groupby("task_id", sort=False)]
+    _, t_streamed = timed(
+        lambda: [sched.observe(part, more=i < len(groups) - 1) for i, part in enumerate(groups)]
+    )
     return {
         "tasks": len(catalog),
         "B": batch_size,
@@ -95,6 +101,7 @@ def measure(n_tasks: int, batch_size: int) -> dict:
         "select+predict s": t_select + t_predict,
         "observe s": t_observe,
         "observe step 2 s": t_observe_2,
+        "observe step 3, B calls s": t_streamed,
     }
 
 

@@ -3,6 +3,7 @@
     sched = EnvSched(catalog, SchedulerConfig(batch_size=64, group_size=8), seed=0)
     batch = sched.select(step)   # task_id, env_id, role ('exploit' | 'coverage'), predicted_variance
     sched.observe(rollouts)      # task_id, step, reward: one row per rollout
+    sched.observe(group, more=True)  # a step's groups as each finishes: folded in once, at the call without it
     sched.predict()              # task_id, predicted_variance, uncertainty, own, within, cross
     sched.warm_start(history)    # (a fresh scheduler) continue an earlier run's rollouts, on any catalogue
 
@@ -225,6 +226,8 @@ class EnvSched:
         self._cross_signature: np.ndarray | None = None  # what the current X was ranked under
         self._refresh_cross()
         self._cache: tuple | None = None  # (step, v_hat, evidence) of the last prediction
+        # groups observed with more=True, checked and recorded, not yet folded: (rollouts, rows, groups) per call
+        self._held: list[tuple[pd.DataFrame, np.ndarray, pd.DataFrame]] = []
         self._new_trackers()
 
     def _new_trackers(self) -> None:
@@ -357,6 +360,7 @@ class EnvSched:
     def predict(self, step: int | None = None) -> pd.DataFrame:
         """Per task: predicted_variance (v_hat), uncertainty (u in (0, 1]), and the variance each source alone
         implies: own (own history), within (W neighbours), cross (X neighbours); NaN = no evidence."""
+        self._fold_held()
         step = self.current_step if step is None else self._clock(step)
         if self.outcome is None:
             return self.predictor.predict_frame(self.stats, step, self.catalog.task_ids)
@@ -394,6 +398,7 @@ class EnvSched:
         """The batch for ``step``: B distinct tasks (all of them in a smaller catalogue), each environment at
         most ``env_quota`` times; with ``oversample_factor``, k more (role 'oversample') after them."""
         step = self._clock(step)
+        self._fold_held()
         self.current_step = max(self.current_step, step)
         cfg = self.cfg
         predicted = self._predicted(step)
@@ -459,6 +464,7 @@ class EnvSched:
         step's informative groups, role 'oversample'. Empty when the step has B informative groups, its rounds
         are used up, or refill is off."""
         step = self._clock(step)
+        self._fold_held()
         size = self.rounds.refill_size(step, self.cfg.batch_size, self.cfg.refill_rounds)
         if size == 0:
             return pd.DataFrame(columns=["task_id", "env_id", "role", "predicted_variance"])
@@ -476,6 +482,7 @@ class EnvSched:
         """Take up ``step``, whose first round (``task_ids``) was chosen before this scheduler was rebuilt or
         restored, so that its refill rounds follow the rule; a no-op for the step it selected itself."""
         step = self._clock(step)
+        self._fold_held()
         if step != self.rounds.step:
             self.rounds.start(
                 step, self.catalog.indices_of(np.asarray(task_ids, dtype=object), what="task_id")
@@ -613,20 +620,42 @@ class EnvSched:
         return np.asarray(picks, dtype=np.int64)
 
     # --- learning from rollouts ---------------------------------------------------------------------
-    def observe(self, rollouts: pd.DataFrame) -> None:
+    def observe(self, rollouts: pd.DataFrame, more: bool = False) -> None:
         """Fold one or more steps of rollouts (task_id, step, reward in [0, 1]) into the statistics.
 
-        Validates everything first: bad input raises ValueError and changes no state.
+        Validates everything first: bad input raises ValueError and changes no state. ``more=True``: more groups
+        of these steps follow in later calls (a trainer that hands over each group as it finishes). The groups
+        are checked and recorded now (a re-delivery is dropped, a clash refused) and folded in with the rest at
+        the next call without it, or when the scheduler next selects, refills, predicts or saves its state:
+        exactly as one call with them all would, at the cost of one (a fold refits the shared models).
         """
         idx = validate_rollouts(rollouts, self.catalog)
-        if len(idx) == 0:
+        if len(idx):
+            if self.step_offset:
+                rollouts = rollouts.assign(step=pd.to_numeric(rollouts["step"]) + self.step_offset)
+            # the groups of the reward the trainer uses, before the blend, less those delivered before
+            rollouts, idx, unblended = self._first_deliveries(rollouts, idx)
+            if len(idx):
+                self.delivered.record(*(unblended[c].to_numpy() for c in DELIVERED_COLUMNS))
+                self._held.append((rollouts, idx, unblended))
+        if not more:
+            self._fold_held()
+
+    def _fold_held(self) -> None:
+        """Fold the groups ``observe`` holds into every model, as one call with them all."""
+        if not self._held:
             return
-        if self.step_offset:
-            rollouts = rollouts.assign(step=pd.to_numeric(rollouts["step"]) + self.step_offset)
-        # the groups of the reward the trainer uses, before the blend below, less those delivered before
-        rollouts, idx, unblended = self._first_deliveries(rollouts, idx)
-        if len(idx) == 0:
-            return
+        held, self._held = self._held, []
+        rollouts, idx, unblended = held[0]
+        if len(held) > 1:  # rows in delivery order; the groups sorted by (step, task) as one call's
+            rollouts = pd.concat([part[0] for part in held], ignore_index=True)
+            idx = np.concatenate([part[1] for part in held])
+            unblended = group_outcomes(rollouts, idx)
+        self._fold(rollouts, idx, unblended)
+
+    def _fold(self, rollouts: pd.DataFrame, idx: np.ndarray, unblended: pd.DataFrame) -> None:
+        """Every model's update from first deliveries: ``rollouts`` (on the scheduler's clock), their task rows and
+        their groups (``group_outcomes`` of the reward the trainer uses)."""
         cfg = self.cfg
         dynamic = cfg.refill_rounds or cfg.oversample_factor
         training = unblended["variance"].to_numpy() if cfg.training_dispersion else None
@@ -688,7 +717,6 @@ class EnvSched:
         every = self.cfg.cross_refresh_every
         if every and self.current_step - self.last_refresh_step >= every:
             self._refresh_cross()
-        self.delivered.record(*(unblended[c].to_numpy() for c in DELIVERED_COLUMNS))
         self._cache = None
 
     def _first_deliveries(
@@ -724,7 +752,7 @@ class EnvSched:
         catalogues (tasks added since start unseen). Bad input raises ValueError and changes nothing.
         ``step_offset``: the clock's offset instead (a campaign rebuilt mid-way on a changed pool passes its
         own, its history then holding its own steps at offset + s)."""
-        if self.current_step or self.stats.any_observed:
+        if self.current_step or self.stats.any_observed or self._held:
             raise ValueError(
                 "EnvSched.warm_start: this scheduler has already selected or observed; use a fresh one."
             )
@@ -740,6 +768,7 @@ class EnvSched:
         """After ``load_state_dict`` of a campaign's last state: the next campaign on this catalogue starts here,
         its step 1 one step after that campaign's last. Equal to ``warm_start`` with every rollout that state
         saw, without replaying them; the RNG restarts from this scheduler's seed, as a fresh one's does."""
+        self._fold_held()
         self.step_offset = self.current_step
         self.rng = np.random.default_rng(self.seed)
         self._cache = None
@@ -751,10 +780,12 @@ class EnvSched:
 
     def cross_edges_frame(self) -> pd.DataFrame:
         """Current X as a (src, dst, similarity) frame of task ids."""
+        self._fold_held()
         return edges_to_frame(self.catalog, *self.cross_edges)
 
     def state_dict(self) -> dict:
         """Everything that changes online; with the same catalogue and config, load_state_dict resumes exactly."""
+        self._fold_held()  # the groups held back (observe's ``more``) are saved folded in
         return {
             "version": STATE_VERSION,
             "n_tasks": len(self.catalog),
@@ -799,6 +830,7 @@ class EnvSched:
             raise StateMismatch(f"EnvSched: state was saved under a different config (fields {changed}).")
         if self.outcome is not None:
             self.outcome.check_state(state["outcome"])
+        self._held = []  # groups held back for a fold belong to the state being replaced
         self.stats.load_state_dict(state["stats"])
         self.predictor.load_state_dict(state["predictor"])
         if self.outcome is not None:

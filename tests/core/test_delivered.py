@@ -67,6 +67,34 @@ def test_a_step_split_over_deliveries_by_task_is_not_a_redelivery(catalog, succe
     assert sorted(sched.catalog.task_ids[rows]) == sorted(rollouts["task_id"].unique())
 
 
+@pytest.mark.parametrize("order", [1, -1])
+def test_a_step_handed_over_group_by_group_folds_in_as_one_delivery(catalog, success, order):
+    """A trainer that hands over each group as it finishes (``more=True``): the groups are folded in once, when the
+    scheduler is next asked for a batch, exactly as one delivery of the step; a group sent twice is dropped and a
+    clash refused meanwhile, the groups held so far kept."""
+    whole, streamed = EnvSched(catalog, CFG, seed=0), EnvSched(catalog, CFG, seed=0)
+    steps(whole, success, 1, 2)
+    steps(streamed, success, 1, 2)
+    batch = whole.select(3)
+    pd.testing.assert_frame_equal(streamed.select(3), batch)
+    rollouts = rollouts_for(batch, 3, success)
+    whole.observe(rollouts)
+    tasks = rollouts["task_id"].unique()[::order]
+    fits = streamed.outcome.n_fits
+    for i, task in enumerate(tasks):
+        streamed.observe(rollouts[rollouts["task_id"] == task], more=True)
+        if i == 1:  # the first group again: dropped
+            streamed.observe(rollouts[rollouts["task_id"] == tasks[0]], more=True)
+        if i == 2:  # the first group with other rewards: refused, nothing held is lost
+            first = rollouts.loc[rollouts["task_id"] == tasks[0], "reward"].mean()
+            other = group(tasks[0], 3, [1.0] * 8 if first < 1 else [0.0] * 8)
+            with pytest.raises(ValueError, match=f"step 3, task '{tasks[0]}' was observed already"):
+                streamed.observe(other, more=True)
+    assert streamed.outcome.n_fits == fits  # nothing folded yet: the shared models refit once, below
+    assert_same(whole, streamed, 4)
+    assert streamed.outcome.n_fits == whole.outcome.n_fits
+
+
 def test_a_group_delivered_again_with_other_rewards_is_refused_and_changes_nothing(catalog, success):
     sched, control = EnvSched(catalog, CFG, seed=0), EnvSched(catalog, CFG, seed=0)
     steps(sched, success, 1, 2)
