@@ -95,6 +95,27 @@ def test_a_step_handed_over_group_by_group_folds_in_as_one_delivery(catalog, suc
     assert streamed.outcome.n_fits == whole.outcome.n_fits
 
 
+def test_groups_held_back_are_saved_folded_in_and_dropped_by_a_state_loaded_over_them(catalog, success):
+    held, control = EnvSched(catalog, CFG, seed=0), EnvSched(catalog, CFG, seed=0)
+    steps(held, success, 1, 1)
+    steps(control, success, 1, 1)
+    saved = copy.deepcopy(control.state_dict())  # after step 1
+    rollouts = rollouts_for(held.select(2), 2, success)
+    control.select(2)
+    held.observe(rollouts, more=True)
+    control.observe(rollouts)
+    # state_dict folds what is held first: a saved state never leaves groups out
+    np.testing.assert_array_equal(held.state_dict()["outcome"]["m"], control.state_dict()["outcome"]["m"])
+    # a state loaded over held groups replaces them with everything else
+    replaced, loaded = EnvSched(catalog, CFG, seed=0), EnvSched(catalog, CFG, seed=1)
+    replaced.observe(rollouts, more=True)
+    with pytest.raises(ValueError, match="already selected or observed"):
+        replaced.warm_start(rollouts)  # holding groups counts as having observed
+    replaced.load_state_dict(copy.deepcopy(saved))
+    loaded.load_state_dict(copy.deepcopy(saved))
+    pd.testing.assert_frame_equal(replaced.predict(), loaded.predict())
+
+
 def test_a_group_delivered_again_with_other_rewards_is_refused_and_changes_nothing(catalog, success):
     sched, control = EnvSched(catalog, CFG, seed=0), EnvSched(catalog, CFG, seed=0)
     steps(sched, success, 1, 2)
