@@ -1,8 +1,10 @@
 """Shared plumbing of the baseline schedulers: sizes, input checks, batch frames, resumable state.
 
-Every baseline answers the same calls as `EnvSched` (`select(step)`, `observe(rollouts)`,
+Every baseline answers the same calls as `EnvSched` (`select(step)`, `observe(rollouts, more=False)`,
 `state_dict()`, `load_state_dict(state)`), plus `refill(step)`, which only the dynamic-sampling
-baselines (DAPO, GRESO) use to ask for more groups after seeing a step's rewards.
+baselines (DAPO, GRESO) use to ask for more groups after seeing a step's rewards. A subclass implements
+`_select`, `_update` and, if it refills, `_refill` and `_resume_step`; the public calls here fold the groups
+`observe` holds first.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ class BaselineScheduler:
         self._index = pd.Index(self.task_ids)
         self._digest = ids_digest(self.task_ids)
         self.rng = np.random.default_rng(seed)
+        self._held: list[tuple[pd.DataFrame, GroupStats]] = []  # observe(more=True): checked, not folded
 
     # ---- batch frames -------------------------------------------------------------------------
     def _frame(
@@ -125,13 +128,30 @@ class BaselineScheduler:
     def _empty(self) -> pd.DataFrame:
         return self._frame(np.empty(0, dtype=np.int64), "oversample")
 
+    def select(self, step: int) -> pd.DataFrame:
+        """The batch for ``step``."""
+        self._fold_held()
+        return self._select(step)
+
+    def _select(self, step: int) -> pd.DataFrame:  # pragma: no cover - overridden
+        raise NotImplementedError
+
     def refill(self, step: int) -> pd.DataFrame:
         """More tasks to roll out this step (dynamic sampling); empty when the step is complete."""
+        self._fold_held()
+        return self._refill(step)
+
+    def _refill(self, step: int) -> pd.DataFrame:
         return self._empty()
 
     def resume_step(self, step: int, task_ids) -> None:
         """Take up ``step``, whose first round (``task_ids``) another instance selected, before refilling it
         (dynamic sampling: DAPO, GRESO); the others have nothing to take up."""
+        self._fold_held()
+        self._resume_step(step, task_ids)
+
+    def _resume_step(self, step: int, task_ids) -> None:
+        pass
 
     def _rows(self, task_ids) -> np.ndarray:
         """Catalogue rows of the given task ids that this scheduler knows."""
@@ -158,8 +178,22 @@ class BaselineScheduler:
         uniq, mean, var, accuracy, count = group_summary(idx, reward)
         return GroupStats(uniq, mean, var, count, accuracy)
 
-    def observe(self, rollouts: pd.DataFrame) -> None:
-        stats = self._group_stats(rollouts)
+    def observe(self, rollouts: pd.DataFrame, more: bool = False) -> None:
+        """Fold rollouts (task_id, step, reward) in. ``more=True``: more groups of the step follow in later calls;
+        these are checked now and folded in with them as one call, at the next call without it or before the
+        next select, refill or state_dict. (DPS moves every task it has seen one step along per fold, so a step
+        handed over in parts without it would count as several.)"""
+        self._held.append((rollouts, self._group_stats(rollouts)))  # raises on bad input, touching no state
+        if not more:
+            self._fold_held()
+
+    def _fold_held(self) -> None:
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        stats = held[0][1]
+        if len(held) > 1:  # one call's groups: a task's rollouts from several calls make one group
+            stats = self._group_stats(pd.concat([rollouts for rollouts, _ in held], ignore_index=True))
         if len(stats.idx):
             self._update(stats)
 
@@ -168,6 +202,7 @@ class BaselineScheduler:
 
     # ---- resume -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        self._fold_held()  # a saved state never leaves held groups out
         state = {name: copy.deepcopy(getattr(self, name)) for name in self._state_fields}
         state["rng"] = copy.deepcopy(self.rng.bit_generator.state)
         state["n_tasks"] = self.n_tasks
@@ -184,6 +219,7 @@ class BaselineScheduler:
         if missing:
             raise StateMismatch(f"{type(self).__name__}: state is missing key(s) {sorted(missing)}")
         check_catalog(type(self).__name__, state, self.n_tasks, self._digest)
+        self._held = []  # they belong to the state being replaced
         for name in self._state_fields:
             setattr(self, name, copy.deepcopy(state[name]))
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])

@@ -94,13 +94,13 @@ class DAPODynamicSampling(BaselineScheduler):
         self.step, self.num_gen_batches, self.num_informative = int(step), 0, 0
         self.rolled[:] = False
 
-    def select(self, step: int) -> pd.DataFrame:
+    def _select(self, step: int) -> pd.DataFrame:
         self._begin_step(step)
         idx = self._generate()
         roles = np.where(np.arange(len(idx)) < self.batch_size, "coverage", "oversample")
         return self._frame(idx, roles)
 
-    def resume_step(self, step: int, task_ids) -> None:
+    def _resume_step(self, step: int, task_ids) -> None:
         """Take up ``step``, whose first generation batch (``task_ids``) was chosen before this scheduler was
         rebuilt from its history (a refreshed pool, an upgrade), so that its refills follow the rule; a no-op
         for the step this scheduler selected itself."""
@@ -110,7 +110,7 @@ class DAPODynamicSampling(BaselineScheduler):
         self.rolled[self._rows(task_ids)] = True
         self.num_gen_batches = 1
 
-    def refill(self, step: int) -> pd.DataFrame:
+    def _refill(self, step: int) -> pd.DataFrame:
         """The next generation batch while fewer than B informative groups were collected this step
         and fewer than `max_num_gen_batches` batches were generated (veRL's `num_gen_batches` check)."""
         capped = 0 < self.max_num_gen_batches <= self.num_gen_batches

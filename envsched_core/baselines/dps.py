@@ -82,7 +82,7 @@ class DPSScheduler(BaselineScheduler):
         self.pi_prev = self.pi.copy()  # (N, 3) last posterior
         self.touched = np.zeros(self.n_tasks, dtype=bool)  # ever rolled out
 
-    def select(self, step: int) -> pd.DataFrame:
+    def _select(self, step: int) -> pd.DataFrame:
         pool = self.sampler.take(
             int(min(self.n_tasks, np.ceil(self.candidate_ratio * self.batch_size))), self.rng
         )

@@ -153,13 +153,13 @@ class GRESOScheduler(BaselineScheduler):
         self.n_groups, self.n_easy, self.n_hard = 0, 0, 0
         self.rolled[:] = False
 
-    def select(self, step: int) -> pd.DataFrame:
+    def _select(self, step: int) -> pd.DataFrame:
         self._begin_step(step)
         idx = self._generate(self.sampling_batch)
         roles = np.where(np.arange(len(idx)) < self.batch_size, "exploit", "oversample")
         return self._frame(idx, roles)
 
-    def resume_step(self, step: int, task_ids) -> None:
+    def _resume_step(self, step: int, task_ids) -> None:
         """Take up ``step``, whose first round (``task_ids``) was chosen before this scheduler was rebuilt from
         its history (a refreshed pool, an upgrade), so that its refills follow the rule; a no-op for the step
         this scheduler selected itself."""
@@ -196,7 +196,7 @@ class GRESOScheduler(BaselineScheduler):
         self.last_round = est <= self.sampling_batch
         return max(min(est, self.sampling_batch), self.min_round)
 
-    def refill(self, step: int) -> pd.DataFrame:
+    def _refill(self, step: int) -> pd.DataFrame:
         """The next round (all 'oversample') while the adaptive rule asks for one, else empty."""
         if int(step) != self.step:
             return self._empty()

@@ -67,7 +67,7 @@ class MoPPSScheduler(BaselineScheduler):
         self.alpha = np.full(self.n_tasks, self.alpha0)
         self.beta = np.full(self.n_tasks, self.beta0)
 
-    def select(self, step: int) -> pd.DataFrame:
+    def _select(self, step: int) -> pd.DataFrame:
         pool = self.sampler.take(int(min(self.n_tasks, np.ceil(self.ts_ratio * self.batch_size))), self.rng)
         theta = self.rng.beta(self.alpha[pool], self.beta[pool])  # Thompson sample per candidate
         score = -((theta - self.target) ** 2)

@@ -19,7 +19,7 @@ class RandomScheduler(BaselineScheduler):
     def __init__(self, catalog: Any, config: Any, seed: int = 0):
         super().__init__(catalog, config, seed)
 
-    def select(self, step: int) -> pd.DataFrame:
+    def _select(self, step: int) -> pd.DataFrame:
         idx = self.rng.choice(self.n_tasks, size=self.batch_size, replace=False)
         return self._frame(idx, "coverage")
 
