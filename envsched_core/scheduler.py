@@ -49,6 +49,7 @@ from .graph import (
     similarity_matrix,
     within_edge_arrays,
 )
+from .held import HeldCalls
 from .learnability import TaskLearnability
 from .outcome import OutcomeModel
 from .oversample import InformativeShare
@@ -226,8 +227,8 @@ class EnvSched:
         self._cross_signature: np.ndarray | None = None  # what the current X was ranked under
         self._refresh_cross()
         self._cache: tuple | None = None  # (step, v_hat, evidence) of the last prediction
-        # groups observed with more=True, checked and recorded, not yet folded: (rollouts, rows, groups) per call
-        self._held: list[tuple[pd.DataFrame, np.ndarray, pd.DataFrame]] = []
+        # calls observed with more=True, checked and recorded, not yet folded: (rollouts, (rows, groups)) each
+        self._held = HeldCalls()
         self._new_trackers()
 
     def _new_trackers(self) -> None:
@@ -637,21 +638,21 @@ class EnvSched:
             rollouts, idx, unblended = self._first_deliveries(rollouts, idx)
             if len(idx):
                 self.delivered.record(*(unblended[c].to_numpy() for c in DELIVERED_COLUMNS))
-                self._held.append((rollouts, idx, unblended))
+                self._held.hold(rollouts, (idx, unblended))
         if not more:
             self._fold_held()
 
     def _fold_held(self) -> None:
         """Fold the groups ``observe`` holds into every model, as one call with them all."""
-        if not self._held:
-            return
-        held, self._held = self._held, []
-        rollouts, idx, unblended = held[0]
-        if len(held) > 1:  # rows in delivery order; the groups sorted by (step, task) as one call's
-            rollouts = pd.concat([part[0] for part in held], ignore_index=True)
-            idx = np.concatenate([part[1] for part in held])
-            unblended = group_outcomes(rollouts, idx)
-        self._fold(rollouts, idx, unblended)
+
+        def merged(rollouts: pd.DataFrame, parts: list) -> tuple[np.ndarray, pd.DataFrame]:
+            idx = np.concatenate([rows for rows, _ in parts])  # rows in delivery order, as the rollouts
+            return idx, group_outcomes(rollouts, idx)  # the groups sorted by (step, task), as one call's
+
+        taken = self._held.take(merged)
+        if taken is not None:
+            rollouts, (idx, unblended) = taken
+            self._fold(rollouts, idx, unblended)
 
     def _fold(self, rollouts: pd.DataFrame, idx: np.ndarray, unblended: pd.DataFrame) -> None:
         """Every model's update from first deliveries: ``rollouts`` (on the scheduler's clock), their task rows and
@@ -830,7 +831,7 @@ class EnvSched:
             raise StateMismatch(f"EnvSched: state was saved under a different config (fields {changed}).")
         if self.outcome is not None:
             self.outcome.check_state(state["outcome"])
-        self._held = []  # groups held back for a fold belong to the state being replaced
+        self._held.drop()  # groups held back for a fold belong to the state being replaced
         self.stats.load_state_dict(state["stats"])
         self.predictor.load_state_dict(state["predictor"])
         if self.outcome is not None:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..catalog import ids_digest
+from ..held import HeldCalls
 from ..state_fit import StateMismatch, check_catalog
 from ..stats import group_summary
 
@@ -101,7 +102,7 @@ class BaselineScheduler:
         self._index = pd.Index(self.task_ids)
         self._digest = ids_digest(self.task_ids)
         self.rng = np.random.default_rng(seed)
-        self._held: list[tuple[pd.DataFrame, GroupStats]] = []  # observe(more=True): checked, not folded
+        self._held = HeldCalls()  # observe(more=True): checked, not folded; (rollouts, GroupStats) each
 
     # ---- batch frames -------------------------------------------------------------------------
     def _frame(
@@ -183,19 +184,15 @@ class BaselineScheduler:
         these are checked now and folded in with them as one call, at the next call without it or before the
         next select, refill or state_dict. (DPS moves every task it has seen one step along per fold, so a step
         handed over in parts without it would count as several.)"""
-        self._held.append((rollouts, self._group_stats(rollouts)))  # raises on bad input, touching no state
+        self._held.hold(rollouts, self._group_stats(rollouts))  # raises on bad input, touching no state
         if not more:
             self._fold_held()
 
     def _fold_held(self) -> None:
-        if not self._held:
-            return
-        held, self._held = self._held, []
-        stats = held[0][1]
-        if len(held) > 1:  # one call's groups: a task's rollouts from several calls make one group
-            stats = self._group_stats(pd.concat([rollouts for rollouts, _ in held], ignore_index=True))
-        if len(stats.idx):
-            self._update(stats)
+        # one call's groups: a task's rollouts from several calls make one group
+        taken = self._held.take(lambda rollouts, _: self._group_stats(rollouts))
+        if taken is not None and len(taken[1].idx):
+            self._update(taken[1])
 
     def _update(self, stats: GroupStats) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -219,7 +216,7 @@ class BaselineScheduler:
         if missing:
             raise StateMismatch(f"{type(self).__name__}: state is missing key(s) {sorted(missing)}")
         check_catalog(type(self).__name__, state, self.n_tasks, self._digest)
-        self._held = []  # they belong to the state being replaced
+        self._held.drop()  # they belong to the state being replaced
         for name in self._state_fields:
             setattr(self, name, copy.deepcopy(state[name]))
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])
