@@ -22,7 +22,8 @@ Dr. GRPO's unnormalised advantages, held-out environments), none used for tuning
 `--regimes compound` runs 24 compound attacks (`envsched_core.worlds.compound_regime`): a suite world with two or
 three of the stress regimes' attacks at once, drawn at random (draw 1; `compound-0` is draw 0, kept for tuning, and
 any `compound-D` is a fresh draw of 24 that no rule was written against); `base+attack+...` names one combination
-(`--regimes sparse+settled+inverted`).
+(`--regimes sparse+settled+inverted`), and a `field=value` part sets one mechanism (a `Regime` field) at a strength of
+your own (`--regimes default+flaky=0.5,paper+settled+inverted=0.4`).
 `--catalogue required` shows every scheduler only the catalogue's four required columns (task_id, env_id, text,
 tools; embeddings from the shipped model over the text), as a trainer's own task list may give them, instead of every
 column the world writes (lengths, tool effects, verifier kinds, a world-made embedding).
@@ -399,12 +400,13 @@ def regime_group(name: str) -> list[str]:
     return groups.get(name) or (compound_names(int(draw)) if draw.isdigit() else [name])
 
 
-def known_regime(name: str) -> bool:
+def regime_error(name: str) -> str | None:
+    """Why ``name`` names no regime (None when it names one)."""
     try:
         regime_named(name)
-    except KeyError:
-        return False
-    return True
+    except KeyError as error:
+        return str(error.args[0])
+    return None
 
 
 def cpu_seconds() -> float:
@@ -465,11 +467,12 @@ def run_suite() -> None:
         parser.error(f"--workers={args.workers} must be >= 1")
     regimes = args.regimes.split(",") if args.regimes else list(REGIMES)
     regimes = [n for r in regimes for n in regime_group(r)]
-    unknown = [r for r in regimes if not known_regime(r)]
+    unknown = [error for r in regimes if (error := regime_error(r))]
     if unknown:
         parser.error(
             f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', "
-            "'compound-D' (draw D), 'compound-D-I' or 'base+attack+...'"
+            "'compound-D' (draw D), 'compound-D-I' or 'base+attack+...' (an attack by name or a mechanism at a "
+            "strength: 'default+flaky=0.5')"
         )
     default_names = [*BASELINES, *ABLATIONS]
     names = args.schedulers.split(",") if args.schedulers else default_names

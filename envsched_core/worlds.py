@@ -1194,17 +1194,44 @@ def attack_fields(name: str) -> dict[str, Any]:
     }
 
 
-def combined_regime(name: str, base: str, attacks: list[str]) -> Regime:
-    """Suite regime ``base`` with the mechanisms of the attack regimes ``attacks`` at their stress strength.
-    Raises ValueError where two attacks set one mechanism or the simulator refuses the combination."""
+def mechanism_setting(part: str) -> tuple[str, Any]:
+    """(field, value) of a regime name's ``field=value`` part: one `Regime` mechanism at a strength of the caller's
+    (``flaky=0.5``, ``settled_envs=0.98``, ``chain=true``), typed as the field's default. Raises ValueError naming
+    the field or the value when either is not one."""
+    name, _, text = part.partition("=")
+    plain = Regime("plain", "", BASE)
+    if name in _NOT_MECHANISMS or name not in plain.__dataclass_fields__:
+        mechanisms = sorted(set(plain.__dataclass_fields__) - _NOT_MECHANISMS)
+        raise ValueError(f"{part!r}: {name!r} is not a regime mechanism; one of {mechanisms}")
+    kind = type(getattr(plain, name))
+    try:
+        if kind is bool:
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            return name, text.lower() == "true"
+        return name, kind(text)
+    except ValueError:
+        raise ValueError(f"{part!r}: {name} takes a {kind.__name__}, got {text!r}") from None
+
+
+def combined_regime(
+    name: str, base: str, attacks: list[str], settings: dict[str, Any] | None = None
+) -> Regime:
+    """Suite regime ``base`` with the mechanisms of the attack regimes ``attacks`` at their stress strength, and
+    ``settings`` (mechanism field -> value) at the strength given. Raises ValueError where two parts set one
+    mechanism or the simulator refuses the combination."""
     mechanisms: dict[str, Any] = {}
     for attack in attacks:
         fields = attack_fields(attack)
         if not fields or set(fields) & set(mechanisms):
-            raise ValueError(f"{name}: {attack!r} adds no mechanism of its own")
+            raise ValueError(f"{attack!r} adds no mechanism of its own")
         mechanisms.update(fields)
+    settings = settings or {}
+    if set(settings) & set(mechanisms):
+        raise ValueError(f"{sorted(set(settings) & set(mechanisms))} set by an attack and again by name")
+    parts = [base, *attacks, *(f"{k}={v}" for k, v in settings.items())]
     regime = replace(
-        REGIMES[base], name=name, description=" + ".join([base, *attacks]), tags=(), **mechanisms
+        REGIMES[base], name=name, description=" + ".join(parts), tags=(), **mechanisms, **settings
     )
     regime.world(0, quick=True)  # the simulator's own checks
     return regime
@@ -1226,17 +1253,24 @@ def compound_regime(draw: int, index: int) -> Regime:
 
 
 def regime_named(name: str) -> Regime | LatentRegime:
-    """A regime of `ALL_REGIMES`, `compound-D-I`, or `base+attack+...` (a suite regime with stress attacks, e.g.
-    `sparse+settled+inverted`). Raises KeyError for an unknown name or combination."""
+    """A regime of `ALL_REGIMES`, `compound-D-I`, or `base+part+...`: a suite regime with stress attacks by name
+    (`sparse+settled+inverted`) and mechanisms at any strength (`default+flaky=0.5`, `paper+inverted=0.4+settled`).
+    Raises KeyError for an unknown name or combination, with the reason where a part is wrong."""
     if name in ALL_REGIMES:
         return ALL_REGIMES[name]
     parts = name.split("-")
     if len(parts) == 3 and parts[0] == "compound" and parts[1].isdigit() and parts[2].isdigit():
         return compound_regime(int(parts[1]), int(parts[2]))
-    base, *attacks = name.split("+")
-    if attacks and base in REGIMES and all(a in ALL_REGIMES for a in attacks):
+    base, *parts = name.split("+")
+    attacks = [p for p in parts if "=" not in p]
+    if parts and base in REGIMES and all(a in ALL_REGIMES for a in attacks):
         try:
-            return combined_regime(name, base, attacks)
+            named = [mechanism_setting(p) for p in parts if "=" in p]
+            fields = [f for f, _ in named]
+            if len(set(fields)) < len(fields):
+                raise ValueError(f"{sorted({f for f in fields if fields.count(f) > 1})} set twice")
+            settings = dict(named)
+            return combined_regime(name, base, attacks, settings)
         except ValueError as error:
             raise KeyError(f"{name}: {error}") from None
     raise KeyError(name)

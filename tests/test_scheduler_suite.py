@@ -10,9 +10,9 @@ import pandas as pd
 
 from bench.scheduler_suite import (
     counted_steps,
-    known_regime,
     make_world,
     paper_regime,
+    regime_error,
     regime_group,
     repeats,
     run_scheduler,
@@ -105,5 +105,11 @@ def test_regime_groups_name_the_stress_latent_and_compound_regimes():
     assert regime_group("compound-0")[:2] == ["compound-0-0", "compound-0-1"]
     assert regime_group("compound-0-5") == ["compound-0-5"] and regime_group("paper") == ["paper"]
     assert "inverted" in regime_group("stress") and "latent-paper" in regime_group("latent")
-    assert known_regime("compound-7-3") and known_regime("paper") and not known_regime("compound-7")
-    assert known_regime("graded+flaky-envs") and not known_regime("graded+flaky-envs+flaky-envs")
+    assert (
+        regime_error("compound-7-3") is None and regime_error("paper") is None and regime_error("compound-7")
+    )
+    assert regime_error("graded+flaky-envs") is None and regime_error("graded+flaky-envs+flaky-envs")
+    # a mechanism at a strength of one's own: the error says which part is wrong
+    assert regime_error("default+flaky=0.5") is None
+    assert "flaky takes a float" in regime_error("default+flaky=lots")
+    assert "must be in [0, 1)" in regime_error("default+flaky=1.5")

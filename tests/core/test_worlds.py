@@ -1,3 +1,4 @@
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -681,3 +682,34 @@ def test_compound_regimes_are_a_suite_world_with_two_or_three_stress_attacks_and
     for bad in ("compound-1", "compound-x-2", "nothing", "sparse+paper", "sparse+coarse-envs+task-envs"):
         with pytest.raises(KeyError):
             regime_named(bad)
+
+
+def test_a_regime_name_sets_mechanisms_at_any_strength():
+    extreme = regime_named("paper+settled+inverted=0.4")
+    assert extreme.config == REGIMES["paper"].config and (extreme.settled_envs, extreme.inverted) == (
+        0.9,
+        0.4,
+    )
+    assert extreme.description == "paper + settled + inverted=0.4"
+    assert (
+        regime_named("default+chain=true").chain
+        and regime_named("default+outage=0.5+outage_steps=30").outage_steps == 30
+    )
+    # the strength is the world's: half the tasks flaky against the stress regime's tenth
+    half, tenth = (
+        regime_named("default+flaky=0.5").world(3, quick=True),
+        regime_named("default+flaky").world(3, quick=True),
+    )
+    assert half.flaky_tasks.mean() > 0.4 > 0.2 > tenth.flaky_tasks.mean()
+    bad = {
+        "default+nothing=1": "not a regime mechanism",
+        "default+config=1": "not a regime mechanism",
+        "default+flaky=x": "flaky takes a float",
+        "default+chain=maybe": "chain takes a bool",
+        "default+flaky=2": "flaky=2.0 must be in [0, 1)",
+        "default+flaky=0.1+flaky=0.2": "['flaky'] set twice",
+        "default+inverted+inverted=0.3": "set by an attack and again by name",
+    }
+    for name, reason in bad.items():
+        with pytest.raises(KeyError, match=re.escape(reason)):
+            regime_named(name)
