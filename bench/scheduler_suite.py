@@ -23,7 +23,8 @@ Dr. GRPO's unnormalised advantages, held-out environments), none used for tuning
 three of the stress regimes' attacks at once, drawn at random (draw 1; `compound-0` is draw 0, kept for tuning, and
 any `compound-D` is a fresh draw of 24 that no rule was written against); `base+attack+...` names one combination
 (`--regimes sparse+settled+inverted`), and a `field=value` part sets one mechanism (a `Regime` field) at a strength of
-your own (`--regimes default+flaky=0.5,paper+settled+inverted=0.4`).
+your own or any other world setting, the batch size or a `SimConfig` field (`--regimes
+default+flaky=0.5,paper+settled+inverted=0.4,paper+group_size=4+lr=3`).
 `--catalogue required` shows every scheduler only the catalogue's four required columns (task_id, env_id, text,
 tools; embeddings from the shipped model over the text), as a trainer's own task list may give them, instead of every
 column the world writes (lengths, tool effects, verifier kinds, a world-made embedding).
@@ -471,8 +472,8 @@ def run_suite() -> None:
     if unknown:
         parser.error(
             f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', "
-            "'compound-D' (draw D), 'compound-D-I' or 'base+attack+...' (an attack by name or a mechanism at a "
-            "strength: 'default+flaky=0.5')"
+            "'compound-D' (draw D), 'compound-D-I' or 'base+attack+...' (an attack by name, a mechanism at a "
+            "strength or a world setting: 'default+flaky=0.5', 'paper+group_size=4')"
         )
     default_names = [*BASELINES, *ABLATIONS]
     names = args.schedulers.split(",") if args.schedulers else default_names

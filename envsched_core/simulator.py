@@ -185,6 +185,26 @@ class SimConfig:
     drift: float = 0.01
     """Std of the per-step random walk of every shared skill."""
 
+    def __post_init__(self) -> None:
+        """A world needs tasks, groups that can differ and readable rewards; refuse one that does not, by name."""
+        at_least_one = ("n_envs", "tasks_per_env", "heldout_per_env", "n_tool_types", "n_families")
+        at_least_one += ("graded_checks", "embed_dim")
+        wrong = [
+            f"{name}={getattr(self, name)} must be >= 1" for name in at_least_one if getattr(self, name) < 1
+        ]
+        if self.group_size < 2:
+            wrong.append(f"group_size={self.group_size} must be >= 2 (a group of one has no variance)")
+        if not 0.0 <= self.graded_share <= 1.0:
+            wrong.append(f"graded_share={self.graded_share} must be in [0, 1]")
+        not_negative = ("lr", "drift", "difficulty_sd", "sd_env", "sd_type", "sd_fam", "embed_noise")
+        wrong += [
+            f"{name}={getattr(self, name)} must be >= 0"
+            for name in not_negative
+            if not getattr(self, name) >= 0
+        ]
+        if wrong:
+            raise ValueError(f"SimConfig: {'; '.join(wrong)}.")
+
 
 SMALL = SimConfig(n_envs=50, tasks_per_env=40)
 LARGE = SimConfig(n_envs=500, tasks_per_env=200)

@@ -1181,6 +1181,7 @@ COMPOUND_PER_DRAW = 24
 COMPOUND_REPORT_DRAW = 1
 """`--regimes compound` runs this draw; draw 0 is for tuning."""
 _NOT_MECHANISMS = {"name", "description", "config", "batch_size", "quick_config", "tags"}
+_CONFIG_FIELDS = tuple(SimConfig.__dataclass_fields__)
 
 
 def attack_fields(name: str) -> dict[str, Any]:
@@ -1194,16 +1195,19 @@ def attack_fields(name: str) -> dict[str, Any]:
     }
 
 
-def mechanism_setting(part: str) -> tuple[str, Any]:
-    """(field, value) of a regime name's ``field=value`` part: one `Regime` mechanism at a strength of the caller's
-    (``flaky=0.5``, ``settled_envs=0.98``, ``chain=true``), typed as the field's default. Raises ValueError naming
-    the field or the value when either is not one."""
+def regime_setting(part: str) -> tuple[str, Any]:
+    """(field, value) of a regime name's ``field=value`` part, typed as the field's default: a `Regime` mechanism at a
+    strength of the caller's (``flaky=0.5``, ``settled_envs=0.98``, ``chain=true``), the batch size
+    (``batch_size=64``) or a `SimConfig` field of the world (``group_size=4``, ``lr=3``, ``n_envs=20``). Raises
+    ValueError naming the field or the value when either is not one."""
     name, _, text = part.partition("=")
     plain = Regime("plain", "", BASE)
-    if name in _NOT_MECHANISMS or name not in plain.__dataclass_fields__:
-        mechanisms = sorted(set(plain.__dataclass_fields__) - _NOT_MECHANISMS)
-        raise ValueError(f"{part!r}: {name!r} is not a regime mechanism; one of {mechanisms}")
-    kind = type(getattr(plain, name))
+    settable = (set(plain.__dataclass_fields__) - _NOT_MECHANISMS) | {"batch_size"} | set(_CONFIG_FIELDS)
+    if name not in settable:
+        raise ValueError(
+            f"{part!r}: {name!r} is neither a regime mechanism nor a world setting; one of {sorted(settable)}"
+        )
+    kind = type(getattr(BASE if name in _CONFIG_FIELDS else plain, name))
     try:
         if kind is bool:
             if text.lower() not in ("true", "false"):
@@ -1211,14 +1215,15 @@ def mechanism_setting(part: str) -> tuple[str, Any]:
             return name, text.lower() == "true"
         return name, kind(text)
     except ValueError:
-        raise ValueError(f"{part!r}: {name} takes a {kind.__name__}, got {text!r}") from None
+        wanted = {bool: "true or false", int: "an integer"}.get(kind, "a number")
+        raise ValueError(f"{part!r}: {name} must be {wanted}, got {text!r}") from None
 
 
 def combined_regime(
     name: str, base: str, attacks: list[str], settings: dict[str, Any] | None = None
 ) -> Regime:
     """Suite regime ``base`` with the mechanisms of the attack regimes ``attacks`` at their stress strength, and
-    ``settings`` (mechanism field -> value) at the strength given. Raises ValueError where two parts set one
+    ``settings`` (`regime_setting`'s fields -> values) as given. Raises ValueError where two parts set one
     mechanism or the simulator refuses the combination."""
     mechanisms: dict[str, Any] = {}
     for attack in attacks:
@@ -1229,9 +1234,19 @@ def combined_regime(
     settings = settings or {}
     if set(settings) & set(mechanisms):
         raise ValueError(f"{sorted(set(settings) & set(mechanisms))} set by an attack and again by name")
+    world = {k: v for k, v in settings.items() if k in _CONFIG_FIELDS}
+    plain = REGIMES[base]
+    quick = None if plain.quick_config is None else replace(plain.quick_config, **world)
     parts = [base, *attacks, *(f"{k}={v}" for k, v in settings.items())]
     regime = replace(
-        REGIMES[base], name=name, description=" + ".join(parts), tags=(), **mechanisms, **settings
+        plain,
+        name=name,
+        description=" + ".join(parts),
+        tags=(),
+        config=replace(plain.config, **world),
+        quick_config=quick,
+        **mechanisms,
+        **{k: v for k, v in settings.items() if k not in world},
     )
     regime.world(0, quick=True)  # the simulator's own checks
     return regime
@@ -1254,7 +1269,8 @@ def compound_regime(draw: int, index: int) -> Regime:
 
 def regime_named(name: str) -> Regime | LatentRegime:
     """A regime of `ALL_REGIMES`, `compound-D-I`, or `base+part+...`: a suite regime with stress attacks by name
-    (`sparse+settled+inverted`) and mechanisms at any strength (`default+flaky=0.5`, `paper+inverted=0.4+settled`).
+    (`sparse+settled+inverted`), mechanisms at any strength (`default+flaky=0.5`, `paper+inverted=0.4+settled`) and
+    other world settings (`paper+group_size=4+lr=3`; `regime_setting`).
     Raises KeyError for an unknown name or combination, with the reason where a part is wrong."""
     if name in ALL_REGIMES:
         return ALL_REGIMES[name]
@@ -1265,7 +1281,7 @@ def regime_named(name: str) -> Regime | LatentRegime:
     attacks = [p for p in parts if "=" not in p]
     if parts and base in REGIMES and all(a in ALL_REGIMES for a in attacks):
         try:
-            named = [mechanism_setting(p) for p in parts if "=" in p]
+            named = [regime_setting(p) for p in parts if "=" in p]
             fields = [f for f, _ in named]
             if len(set(fields)) < len(fields):
                 raise ValueError(f"{sorted({f for f in fields if fields.count(f) > 1})} set twice")

@@ -111,5 +111,5 @@ def test_regime_groups_name_the_stress_latent_and_compound_regimes():
     assert regime_error("graded+flaky-envs") is None and regime_error("graded+flaky-envs+flaky-envs")
     # a mechanism at a strength of one's own: the error says which part is wrong
     assert regime_error("default+flaky=0.5") is None
-    assert "flaky takes a float" in regime_error("default+flaky=lots")
+    assert "flaky must be a number" in regime_error("default+flaky=lots")
     assert "must be in [0, 1)" in regime_error("default+flaky=1.5")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -275,3 +276,16 @@ def test_steps_to_target_finds_first_crossing():
     metrics = pd.DataFrame({"step": [1, 2, 3], "heldout": [0.1, 0.3, 0.2], "cum_rollouts": [10, 20, 30]})
     assert steps_to_target(metrics, 0.25) == (2.0, 20.0)
     assert np.isnan(steps_to_target(metrics, 0.9)[0])
+
+
+def test_a_world_config_without_tasks_or_spread_is_refused_by_name():
+    for changes, reason in [
+        ({"group_size": 1}, "group_size=1 must be >= 2"),
+        ({"n_envs": 0}, "n_envs=0 must be >= 1"),
+        ({"heldout_per_env": 0}, "heldout_per_env=0 must be >= 1"),
+        ({"graded_share": 1.5}, "graded_share=1.5 must be in [0, 1]"),
+        ({"lr": float("nan")}, "lr=nan must be >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(reason)):
+            SimConfig(**changes)
+    assert SimConfig(group_size=2, graded_share=1.0, lr=0.0).group_size == 2  # the edges are worlds

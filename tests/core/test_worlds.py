@@ -701,11 +701,21 @@ def test_a_regime_name_sets_mechanisms_at_any_strength():
         regime_named("default+flaky").world(3, quick=True),
     )
     assert half.flaky_tasks.mean() > 0.4 > 0.2 > tenth.flaky_tasks.mean()
+    # and any world setting: the batch size and the simulator's own fields, the quick world's too
+    small = regime_named("paper+group_size=4+lr=3+batch_size=16")
+    assert (small.config.group_size, small.config.lr, small.batch_size) == (4, 3.0, 16)
+    assert small.config.difficulty_sd == REGIMES["paper"].config.difficulty_sd
+    assert small.world(3, quick=True).config.group_size == 4
+    few = regime_named("large+n_envs=20")
+    assert few.config.n_envs == few.quick_config.n_envs == 20 != REGIMES["large"].quick_config.n_envs
     bad = {
-        "default+nothing=1": "not a regime mechanism",
-        "default+config=1": "not a regime mechanism",
-        "default+flaky=x": "flaky takes a float",
-        "default+chain=maybe": "chain takes a bool",
+        "default+nothing=1": "neither a regime mechanism nor a world setting",
+        "default+config=1": "neither a regime mechanism nor a world setting",
+        "default+flaky=x": "flaky must be a number",
+        "default+chain=maybe": "chain must be true or false",
+        "default+group_size=1.5": "group_size must be an integer",
+        "default+group_size=1": "group_size=1 must be >= 2",
+        "default+n_envs=0": "n_envs=0 must be >= 1",
         "default+flaky=2": "flaky=2.0 must be in [0, 1)",
         "default+flaky=0.1+flaky=0.2": "['flaky'] set twice",
         "default+inverted+inverted=0.3": "set by an attack and again by name",
