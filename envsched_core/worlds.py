@@ -1248,6 +1248,8 @@ def combined_regime(
         **mechanisms,
         **{k: v for k, v in settings.items() if k not in world},
     )
+    if regime.batch_size < 1:
+        raise ValueError(f"batch_size={regime.batch_size} must be >= 1")
     regime.world(0, quick=True)  # the simulator's own checks
     return regime
 

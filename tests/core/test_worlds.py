@@ -716,6 +716,7 @@ def test_a_regime_name_sets_mechanisms_at_any_strength():
         "default+group_size=1.5": "group_size must be an integer",
         "default+group_size=1": "group_size=1 must be >= 2",
         "default+n_envs=0": "n_envs=0 must be >= 1",
+        "default+batch_size=0": "batch_size=0 must be >= 1",
         "default+flaky=2": "flaky=2.0 must be in [0, 1)",
         "default+flaky=0.1+flaky=0.2": "['flaky'] set twice",
         "default+inverted+inverted=0.3": "set by an attack and again by name",
