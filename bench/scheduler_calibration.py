@@ -20,12 +20,13 @@ from scipy.stats import spearmanr
 from threadpoolctl import threadpool_limits
 
 from bench.overrides import field_overrides
+from bench.scheduler_suite import refuse_unknown_regimes
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.worlds import REGIMES
+from envsched_core.worlds import regime_named
 
 
 def pairs(regime_name: str, seeds: list[int], steps: int, predictor: str, overrides: dict) -> pd.DataFrame:
-    regime, out = REGIMES[regime_name], []
+    regime, out = regime_named(regime_name), []
     for seed in seeds:
         sim = regime.world(seed, quick=True).reset(seed)
         catalog = TaskCatalog.from_frame(sim.catalog_frame())
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="SchedulerConfig override KEY=VALUE")
     parser.add_argument("--plot", default=None, help="write a reliability diagram (PNG) to this path")
     args = parser.parse_args()
+    refuse_unknown_regimes(parser, args.regimes.split(","))
     seeds = [int(s) for s in args.world_seeds.split(",")]
     reserved = {
         "batch_size": "the regime",

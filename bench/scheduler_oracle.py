@@ -29,11 +29,11 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from bench.overrides import field_overrides
-from bench.scheduler_suite import _mean_or_dash, fmt, make_world, scheduler_for
+from bench.scheduler_suite import _mean_or_dash, fmt, make_world, refuse_unknown_regimes, scheduler_for
 from envsched_core import EnvSched, SchedulerConfig
 from envsched_core.scheduler import Predicted
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
-from envsched_core.worlds import ALL_REGIMES
+from envsched_core.worlds import regime_named
 
 MODES = ("variance", "std", "gain")
 GRADED_BANK = 256  # simulated groups per p for a graded task's E[std]
@@ -104,7 +104,7 @@ class OracleEnvSched(EnvSched):
 
 
 def run(regime: str, seed: int, names: list[str], horizon: int, target_step: int, overrides: dict) -> dict:
-    world = make_world(ALL_REGIMES[regime], seed, quick=True)
+    world = make_world(regime_named(regime), seed, quick=True)
     out, runs = {}, {}
     for name in names:
         sim = world.sim.reset(seed)
@@ -140,6 +140,7 @@ def main() -> None:
     parser.add_argument("--with-envsched", action="store_true", help="also run EnvSched as built")
     parser.add_argument("--set", action="append", default=[], help="SchedulerConfig FIELD=VALUE for oracles")
     args = parser.parse_args()
+    refuse_unknown_regimes(parser, args.regimes.split(","))
     reserved = {"batch_size": "the regime", "group_size": "the simulator"}
     overrides = field_overrides(args.set, SchedulerConfig, reserved=reserved)
     names = ["random", *args.modes.split(",")] + (["envsched"] if args.with_envsched else [])

@@ -410,6 +410,17 @@ def regime_error(name: str) -> str | None:
     return None
 
 
+def refuse_unknown_regimes(parser: argparse.ArgumentParser, names: list[str]) -> None:
+    """Stop the command, naming every entry of ``names`` that names no regime and why."""
+    unknown = [error for name in names if (error := regime_error(name))]
+    if unknown:
+        parser.error(
+            f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', "
+            "'compound-D' (draw D), 'compound-D-I' or 'base+attack+...' (an attack by name, a mechanism at a "
+            "strength or a world setting: 'default+flaky=0.5', 'paper+group_size=4')"
+        )
+
+
 def cpu_seconds() -> float:
     """CPU time of this process and of its finished (joined) worker processes."""
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -468,13 +479,7 @@ def run_suite() -> None:
         parser.error(f"--workers={args.workers} must be >= 1")
     regimes = args.regimes.split(",") if args.regimes else list(REGIMES)
     regimes = [n for r in regimes for n in regime_group(r)]
-    unknown = [error for r in regimes if (error := regime_error(r))]
-    if unknown:
-        parser.error(
-            f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', "
-            "'compound-D' (draw D), 'compound-D-I' or 'base+attack+...' (an attack by name, a mechanism at a "
-            "strength or a world setting: 'default+flaky=0.5', 'paper+group_size=4')"
-        )
+    refuse_unknown_regimes(parser, regimes)
     default_names = [*BASELINES, *ABLATIONS]
     names = args.schedulers.split(",") if args.schedulers else default_names
     unknown = [n for n in names if n not in BASELINES and n not in ABLATIONS]

@@ -3,7 +3,11 @@ join step from the campaign's history; what it reports of each batch in attack w
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -113,3 +117,18 @@ def test_regime_groups_name_the_stress_latent_and_compound_regimes():
     assert regime_error("default+flaky=0.5") is None
     assert "flaky must be a number" in regime_error("default+flaky=lots")
     assert "must be in [0, 1)" in regime_error("default+flaky=1.5")
+
+
+def test_the_benches_refuse_a_regime_name_saying_why():
+    root = Path(__file__).resolve().parents[1]
+    for bench in ("scheduler_suite.py", "scheduler_oracle.py", "scheduler_calibration.py"):
+        done = subprocess.run(
+            [sys.executable, f"bench/{bench}", "--regimes", "paper+flaky=2"],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            timeout=120,
+        )
+        assert done.returncode == 2, (bench, done.stderr[-500:])
+        assert "paper+flaky=2: WorldSimulator: flaky=2.0 must be in [0, 1)" in done.stderr.splitlines()[-1]
