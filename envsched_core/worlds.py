@@ -113,6 +113,7 @@ selected variance 0.032, median 0.0147, median reward 0.595).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -758,6 +759,10 @@ class Regime:
     tags: tuple[str, ...] = field(default=())
     """'shared' marks regimes where tasks share structure (the target there is strictly fewer rollouts)."""
 
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size} must be >= 1")
+
     def sim_config(self, quick: bool = False) -> SimConfig:
         return self.quick_config if (quick and self.quick_config is not None) else self.config
 
@@ -1220,20 +1225,23 @@ def regime_setting(part: str) -> tuple[str, Any]:
 
 
 def combined_regime(
-    name: str, base: str, attacks: list[str], settings: dict[str, Any] | None = None
+    name: str, base: str, attacks: list[str], settings: Sequence[tuple[str, Any]] = ()
 ) -> Regime:
     """Suite regime ``base`` with the mechanisms of the attack regimes ``attacks`` at their stress strength, and
-    ``settings`` (`regime_setting`'s fields -> values) as given. Raises ValueError where two parts set one
-    mechanism or the simulator refuses the combination."""
+    ``settings`` (`regime_setting`'s (field, value) pairs) as given. Raises ValueError where two parts set one
+    field or the simulator refuses the combination."""
     mechanisms: dict[str, Any] = {}
     for attack in attacks:
         fields = attack_fields(attack)
         if not fields or set(fields) & set(mechanisms):
             raise ValueError(f"{attack!r} adds no mechanism of its own")
         mechanisms.update(fields)
-    settings = settings or {}
-    if set(settings) & set(mechanisms):
-        raise ValueError(f"{sorted(set(settings) & set(mechanisms))} set by an attack and again by name")
+    named = [f for f, _ in settings]
+    if set(named) & set(mechanisms):
+        raise ValueError(f"{sorted(set(named) & set(mechanisms))} set by an attack and again by name")
+    if len(set(named)) < len(named):
+        raise ValueError(f"{sorted({f for f in named if named.count(f) > 1})} set twice")
+    settings = dict(settings)
     world = {k: v for k, v in settings.items() if k in _CONFIG_FIELDS}
     plain = REGIMES[base]
     quick = None if plain.quick_config is None else replace(plain.quick_config, **world)
@@ -1248,8 +1256,6 @@ def combined_regime(
         **mechanisms,
         **{k: v for k, v in settings.items() if k not in world},
     )
-    if regime.batch_size < 1:
-        raise ValueError(f"batch_size={regime.batch_size} must be >= 1")
     regime.world(0, quick=True)  # the simulator's own checks
     return regime
 
@@ -1283,11 +1289,7 @@ def regime_named(name: str) -> Regime | LatentRegime:
     attacks = [p for p in parts if "=" not in p]
     if parts and base in REGIMES and all(a in ALL_REGIMES for a in attacks):
         try:
-            named = [regime_setting(p) for p in parts if "=" in p]
-            fields = [f for f, _ in named]
-            if len(set(fields)) < len(fields):
-                raise ValueError(f"{sorted({f for f in fields if fields.count(f) > 1})} set twice")
-            settings = dict(named)
+            settings = [regime_setting(p) for p in parts if "=" in p]
             return combined_regime(name, base, attacks, settings)
         except ValueError as error:
             raise KeyError(f"{name}: {error}") from None
