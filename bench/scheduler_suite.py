@@ -87,6 +87,7 @@ from envsched_core.worlds import (
     Regime,
     compound_names,
     regime_named,
+    wild_names,
 )
 
 BASELINES: dict[str, Callable] = {
@@ -394,11 +395,21 @@ def world_job(job: tuple[str, int, bool, list[str], int, int, int, int, str]) ->
 
 
 def regime_group(name: str) -> list[str]:
-    """The regimes a --regimes entry names: a group ('stress', 'latent', 'compound' = the report draw,
-    'compound-D' = draw D) or one regime."""
-    groups = {"stress": list(STRESS_REGIMES), "latent": list(LATENT_REGIMES), "compound": compound_names()}
-    draw = name.removeprefix("compound-")
-    return groups.get(name) or (compound_names(int(draw)) if draw.isdigit() else [name])
+    """The regimes a --regimes entry names: a group ('stress', 'latent', 'compound' or 'wild' = the report draw,
+    'compound-D' or 'wild-D' = draw D) or one regime."""
+    groups = {
+        "stress": list(STRESS_REGIMES),
+        "latent": list(LATENT_REGIMES),
+        "compound": compound_names(),
+        "wild": wild_names(),
+    }
+    if name in groups:
+        return groups[name]
+    for prefix, names in (("compound-", compound_names), ("wild-", wild_names)):
+        draw = name.removeprefix(prefix)
+        if draw != name and draw.isdigit():
+            return names(int(draw))
+    return [name]
 
 
 def regime_error(name: str) -> str | None:
@@ -415,8 +426,8 @@ def refuse_unknown_regimes(parser: argparse.ArgumentParser, names: list[str]) ->
     unknown = [error for name in names if (error := regime_error(name))]
     if unknown:
         parser.error(
-            f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', "
-            "'compound-D' (draw D), 'compound-D-I' or 'base+attack+...' (an attack by name, a mechanism at a "
+            f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', 'wild', "
+            "'compound-D' / 'wild-D' (draw D), 'compound-D-I', 'wild-D-I' or 'base+attack+...' (an attack by name, a mechanism at a "
             "strength or a world setting: 'default+flaky=0.5', 'paper+group_size=4')"
         )
 

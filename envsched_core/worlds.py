@@ -1275,8 +1275,88 @@ def compound_regime(draw: int, index: int) -> Regime:
     raise ValueError(f"compound draw {draw}, regime {index}: no valid combination in 100 tries")
 
 
+# Wild worlds (session 44): a suite base world with one or two of its settings and one to three attacks, each at a
+# value drawn at random over a wide range, so that the evaluation holds worlds whose shape and strengths no rule was
+# written against. `wild-D-I` is regime I of draw D; it resolves to an explicit `base+field=value+...` name.
+WILD_PER_DRAW = 24
+WILD_REPORT_DRAW = 1
+"""`--regimes wild` runs this draw; draw 0 is for tuning."""
+WILD_SETTINGS: dict[
+    str, tuple
+] = {  # a world setting: the values to choose from, or a (low, high) float range
+    "group_size": (4, 16),  # the base worlds' G is 8 and B is 32
+    "batch_size": (16, 64),
+    "lr": (1.5, 12.0),
+    "difficulty_sd": (0.5, 4.0),
+    "graded_share": (0.0, 1.0),
+    "d0": (-2.0, 3.0),
+    "embed_noise": (0.2, 3.0),
+    "w_task": (0.1, 1.2),
+    "sd_env": (0.4, 2.0),
+    "drift": (0.0, 0.05),
+}
+WILD_ATTACKS: dict[
+    str, tuple
+] = {  # a mechanism: its (low, high) strength, from mild to well past the stress one
+    "flaky": (0.05, 0.5),
+    "flaky_envs": (0.05, 0.3),
+    "broken": (0.05, 0.6),
+    "inverted": (0.05, 0.4),
+    "judged": (0.1, 0.6),
+    "duplicates": (0.1, 0.9),
+    "lookalikes": (0.1, 0.9),
+    "lost": (0.05, 0.5),
+    "lost_envs": (0.05, 0.3),
+    "dropped": (0.05, 0.3),
+    "partial": (0.05, 0.7),
+    "slow": (0.05, 0.5),
+    "group_sd": (0.3, 3.0),
+    "settled_envs": (0.2, 0.98),
+    "floor_envs": (0.1, 0.6),
+    "ceiling_envs": (0.1, 0.6),
+    "shift": (0.1, 0.6),
+    "noise": (0.02, 0.25),
+    "outage": (0.1, 0.6),
+    "late_envs": (0.1, 0.5),
+    "unseen_envs": (0.1, 0.3),
+    "forget": (0.005, 0.03),
+}
+
+
+def _wild_value(rng: np.random.Generator, spec: tuple) -> Any:
+    """A value of a `WILD_SETTINGS` / `WILD_ATTACKS` spec: one of its integer choices, or uniform over its float
+    range rounded to 3 significant digits (so the explicit name reproduces the world exactly)."""
+    if all(isinstance(v, int) for v in spec):
+        return spec[int(rng.integers(len(spec)))]
+    return float(f"{rng.uniform(*spec):.3g}")
+
+
+def wild_name(draw: int, index: int) -> str:
+    """The explicit name (`base+field=value+...`) of regime ``index`` of wild draw ``draw``. A combination the
+    simulator refuses is drawn again from the next stream, so ``wild-D-I`` always names the same world."""
+    for attempt in range(100):
+        rng = np.random.default_rng([44, draw, index, attempt])
+        base = COMPOUND_BASES[int(rng.integers(len(COMPOUND_BASES)))]
+        settings = rng.choice(sorted(WILD_SETTINGS), size=int(rng.integers(1, 3)), replace=False)
+        attacks = rng.choice(sorted(WILD_ATTACKS), size=int(rng.integers(1, 4)), replace=False)
+        parts = [f"{f}={_wild_value(rng, WILD_SETTINGS[f])}" for f in sorted(settings)]
+        parts += [f"{f}={_wild_value(rng, WILD_ATTACKS[f])}" for f in sorted(attacks)]
+        name = "+".join([base, *parts])
+        try:
+            regime_named(name)
+        except KeyError:
+            continue
+        return name
+    raise ValueError(f"wild draw {draw}, regime {index}: no valid combination in 100 tries")
+
+
+def wild_names(draw: int = WILD_REPORT_DRAW) -> list[str]:
+    """The names of wild draw ``draw``."""
+    return [f"wild-{draw}-{i}" for i in range(WILD_PER_DRAW)]
+
+
 def regime_named(name: str) -> Regime | LatentRegime:
-    """A regime of `ALL_REGIMES`, `compound-D-I`, or `base+part+...`: a suite regime with stress attacks by name
+    """A regime of `ALL_REGIMES`, `compound-D-I`, `wild-D-I`, or `base+part+...`: a suite regime with stress attacks by name
     (`sparse+settled+inverted`), mechanisms at any strength (`default+flaky=0.5`, `paper+inverted=0.4+settled`) and
     other world settings (`paper+group_size=4+lr=3`; `regime_setting`).
     Raises KeyError for an unknown name or combination, with the reason where a part is wrong."""
@@ -1285,6 +1365,8 @@ def regime_named(name: str) -> Regime | LatentRegime:
     parts = name.split("-")
     if len(parts) == 3 and parts[0] == "compound" and parts[1].isdigit() and parts[2].isdigit():
         return compound_regime(int(parts[1]), int(parts[2]))
+    if len(parts) == 3 and parts[0] == "wild" and parts[1].isdigit() and parts[2].isdigit():
+        return replace(regime_named(wild_name(int(parts[1]), int(parts[2]))), name=name)
     base, *parts = name.split("+")
     attacks = [p for p in parts if "=" not in p]
     if parts and base in REGIMES and all(a in ALL_REGIMES for a in attacks):

@@ -104,10 +104,13 @@ def test_a_required_columns_catalogue_shows_the_schedulers_task_env_text_and_too
     assert per_world["envsched"]["steps"] >= 1
 
 
-def test_regime_groups_name_the_stress_latent_and_compound_regimes():
+def test_regime_groups_name_the_stress_latent_compound_and_wild_regimes():
     assert regime_group("compound") == [f"compound-1-{i}" for i in range(24)]  # the report draw
     assert regime_group("compound-0")[:2] == ["compound-0-0", "compound-0-1"]
     assert regime_group("compound-0-5") == ["compound-0-5"] and regime_group("paper") == ["paper"]
+    assert regime_group("wild") == [f"wild-1-{i}" for i in range(24)]  # the report draw
+    assert regime_group("wild-0")[:2] == ["wild-0-0", "wild-0-1"] and regime_group("wild-0-5") == ["wild-0-5"]
+    assert regime_error("wild-9-23") is None and regime_error("wild-9")
     assert "inverted" in regime_group("stress") and "latent-paper" in regime_group("latent")
     assert (
         regime_error("compound-7-3") is None and regime_error("paper") is None and regime_error("compound-7")

@@ -13,6 +13,8 @@ from envsched_core.worlds import (
     BASE,
     REGIMES,
     STRESS_REGIMES,
+    WILD_ATTACKS,
+    WILD_SETTINGS,
     Regime,
     WorldSimulator,
     attack_fields,
@@ -21,6 +23,8 @@ from envsched_core.worlds import (
     compound_names,
     compound_regime,
     regime_named,
+    wild_name,
+    wild_names,
 )
 
 SMALL = replace(BASE, n_envs=6, tasks_per_env=10, heldout_per_env=2)
@@ -680,6 +684,37 @@ def test_compound_regimes_are_a_suite_world_with_two_or_three_stress_attacks_and
     named = regime_named("sparse+settled+inverted")
     assert named.config == REGIMES["sparse"].config and (named.settled_envs, named.inverted) == (0.9, 0.2)
     for bad in ("compound-1", "compound-x-2", "nothing", "sparse+paper", "sparse+coarse-envs+task-envs"):
+        with pytest.raises(KeyError):
+            regime_named(bad)
+
+
+def test_wild_regimes_draw_settings_and_attack_strengths_over_their_ranges_and_one_world_per_name():
+    names = [wild_name(draw, i) for draw in (0, 1) for i in range(len(wild_names(draw)))]
+    assert len(set(names)) == len(names)  # draws differ
+    strengths: dict[str, set] = {}
+    for name in names:
+        base, *parts = name.split("+")
+        settings = [p.split("=") for p in parts if p.split("=")[0] in WILD_SETTINGS]
+        attacks = [p.split("=") for p in parts if p.split("=")[0] in WILD_ATTACKS]
+        assert base in REGIMES and 1 <= len(settings) <= 2 and 1 <= len(attacks) <= 3
+        assert len(settings) + len(attacks) == len(parts)
+        for field, value in attacks:
+            low, high = WILD_ATTACKS[field]
+            assert low * 0.99 <= float(value) <= high * 1.01
+            strengths.setdefault(field, set()).add(value)
+        regime = regime_named(name)
+        for field, value in settings + attacks:
+            held = regime.batch_size if field == "batch_size" else getattr(regime, field, None)
+            held = getattr(regime.config, field) if field in BASE.__dataclass_fields__ else held
+            assert held == type(held)(value)  # the value reaches the world as drawn
+    assert max(len(v) for v in strengths.values()) >= 3  # strengths vary, not one per attack
+    # a name is one world: its explicit parts, under its own name
+    again = regime_named("wild-1-3")
+    assert again.name == "wild-1-3" and again.description == regime_named(wild_name(1, 3)).description
+    a, b = again.world(2, quick=True).reset(2), regime_named(wild_name(1, 3)).world(2, quick=True).reset(2)
+    batch = pd.DataFrame({"task_id": np.asarray(a.task_ids[:20])})
+    pd.testing.assert_frame_equal(a.rollout(batch, 1), b.rollout(batch, 1))
+    for bad in ("wild-1", "wild-x-2", "wild-1-2-3"):
         with pytest.raises(KeyError):
             regime_named(bad)
 
