@@ -21,7 +21,10 @@ apart from the simulator (skills as directions in a latent space, negative trans
 Dr. GRPO's unnormalised advantages, held-out environments), none used for tuning either.
 `--regimes compound` runs 24 compound attacks (`envsched_core.worlds.compound_regime`): a suite world with two or
 three of the stress regimes' attacks at once, drawn at random (draw 1; `compound-0` is draw 0, kept for tuning, and
-any `compound-D` is a fresh draw of 24 that no rule was written against); `base+attack+...` names one combination
+any `compound-D` is a fresh draw of 24 that no rule was written against); `--regimes wild` runs 24 wild worlds
+(`envsched_core.worlds.wild_name`): a suite world with one or two of its settings (G, B, learning rate, difficulty
+spread, graded share, ...) and one to three attacks, each at a value drawn over a wide range (draw 1; `wild-0` is for
+tuning, any `wild-D` a fresh draw; each prints as its explicit `base+field=value+...` name); `base+attack+...` names one combination
 (`--regimes sparse+settled+inverted`), and a `field=value` part sets one mechanism (a `Regime` field) at a strength of
 your own or any other world setting, the batch size or a `SimConfig` field (`--regimes
 default+flaky=0.5,paper+settled+inverted=0.4,paper+group_size=4+lr=3`).
