@@ -24,8 +24,8 @@ three of the stress regimes' attacks at once, drawn at random (draw 1; `compound
 any `compound-D` is a fresh draw of 24 that no rule was written against); `--regimes wild` runs 24 wild worlds
 (`envsched_core.worlds.wild_name`): a suite world with one or two of its settings (G, B, learning rate, difficulty
 spread, graded share, ...) and one to three attacks, each at a value drawn over a wide range (draw 1; `wild-0` is for
-tuning, any `wild-D` a fresh draw; each prints as its explicit `base+field=value+...` name); `base+attack+...` names one combination
-(`--regimes sparse+settled+inverted`), and a `field=value` part sets one mechanism (a `Regime` field) at a strength of
+tuning, any `wild-D` a fresh draw; each prints as its explicit `base+field=value+...` name); `base+attack+...` names
+one combination (`--regimes sparse+settled+inverted`), and a `field=value` part sets one mechanism (a `Regime` field) at a strength of
 your own or any other world setting, the batch size or a `SimConfig` field (`--regimes
 default+flaky=0.5,paper+settled+inverted=0.4,paper+group_size=4+lr=3`).
 `--catalogue required` shows every scheduler only the catalogue's four required columns (task_id, env_id, text,
@@ -430,8 +430,8 @@ def refuse_unknown_regimes(parser: argparse.ArgumentParser, names: list[str]) ->
     if unknown:
         parser.error(
             f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', 'wild', "
-            "'compound-D' / 'wild-D' (draw D), 'compound-D-I', 'wild-D-I' or 'base+attack+...' (an attack by name, a mechanism at a "
-            "strength or a world setting: 'default+flaky=0.5', 'paper+group_size=4')"
+            "'compound-D' / 'wild-D' (draw D), 'compound-D-I', 'wild-D-I' or 'base+attack+...' (an attack by name, "
+            "a mechanism at a strength or a world setting: 'default+flaky=0.5', 'paper+group_size=4')"
         )
 
 

@@ -1281,10 +1281,9 @@ def compound_regime(draw: int, index: int) -> Regime:
 WILD_PER_DRAW = 24
 WILD_REPORT_DRAW = 1
 """`--regimes wild` runs this draw; draw 0 is for tuning."""
-WILD_SETTINGS: dict[
-    str, tuple
-] = {  # a world setting: the values to choose from, or a (low, high) float range
-    "group_size": (4, 16),  # the base worlds' G is 8 and B is 32
+# A world setting: the values to choose from (the base worlds' G is 8 and B is 32), or a (low, high) float range.
+WILD_SETTINGS: dict[str, tuple] = {
+    "group_size": (4, 16),
     "batch_size": (16, 64),
     "lr": (1.5, 12.0),
     "difficulty_sd": (0.5, 4.0),
@@ -1295,9 +1294,8 @@ WILD_SETTINGS: dict[
     "sd_env": (0.4, 2.0),
     "drift": (0.0, 0.05),
 }
-WILD_ATTACKS: dict[
-    str, tuple
-] = {  # a mechanism: its (low, high) strength, from mild to well past the stress one
+# An attack mechanism: its (low, high) strength, from mild to well past its stress regime's.
+WILD_ATTACKS: dict[str, tuple] = {
     "flaky": (0.05, 0.5),
     "flaky_envs": (0.05, 0.3),
     "broken": (0.05, 0.6),
@@ -1356,8 +1354,8 @@ def wild_names(draw: int = WILD_REPORT_DRAW) -> list[str]:
 
 
 def regime_named(name: str) -> Regime | LatentRegime:
-    """A regime of `ALL_REGIMES`, `compound-D-I`, `wild-D-I`, or `base+part+...`: a suite regime with stress attacks by name
-    (`sparse+settled+inverted`), mechanisms at any strength (`default+flaky=0.5`, `paper+inverted=0.4+settled`) and
+    """A regime of `ALL_REGIMES`, `compound-D-I`, `wild-D-I`, or `base+part+...`: a suite regime with stress attacks
+    by name (`sparse+settled+inverted`), mechanisms at any strength (`default+flaky=0.5`, `paper+inverted=0.4+settled`) and
     other world settings (`paper+group_size=4+lr=3`; `regime_setting`).
     Raises KeyError for an unknown name or combination, with the reason where a part is wrong."""
     if name in ALL_REGIMES:
