@@ -1329,9 +1329,9 @@ def _wild_value(rng: np.random.Generator, spec: tuple) -> Any:
     return float(f"{rng.uniform(*spec):.3g}")
 
 
-def wild_name(draw: int, index: int) -> str:
-    """The explicit name (`base+field=value+...`) of regime ``index`` of wild draw ``draw``. A combination the
-    simulator refuses is drawn again from the next stream, so ``wild-D-I`` always names the same world."""
+def _wild_drawn(draw: int, index: int) -> Regime:
+    """Regime ``index`` of wild draw ``draw``, named by its explicit parts (`base+field=value+...`). A combination
+    the simulator refuses is drawn again from the next stream, so ``wild-D-I`` always names the same world."""
     for attempt in range(100):
         rng = np.random.default_rng([44, draw, index, attempt])
         base = COMPOUND_BASES[int(rng.integers(len(COMPOUND_BASES)))]
@@ -1339,13 +1339,21 @@ def wild_name(draw: int, index: int) -> str:
         attacks = rng.choice(sorted(WILD_ATTACKS), size=int(rng.integers(1, 4)), replace=False)
         parts = [f"{f}={_wild_value(rng, WILD_SETTINGS[f])}" for f in sorted(settings)]
         parts += [f"{f}={_wild_value(rng, WILD_ATTACKS[f])}" for f in sorted(attacks)]
-        name = "+".join([base, *parts])
         try:
-            regime_named(name)
+            return regime_named("+".join([base, *parts]))
         except KeyError:
             continue
-        return name
     raise ValueError(f"wild draw {draw}, regime {index}: no valid combination in 100 tries")
+
+
+def wild_name(draw: int, index: int) -> str:
+    """The explicit name (`base+field=value+...`) of regime ``index`` of wild draw ``draw``."""
+    return _wild_drawn(draw, index).name
+
+
+def wild_regime(draw: int, index: int) -> Regime:
+    """Regime ``index`` of wild draw ``draw``, named ``wild-D-I`` (its description lists the explicit parts)."""
+    return replace(_wild_drawn(draw, index), name=f"wild-{draw}-{index}")
 
 
 def wild_names(draw: int = WILD_REPORT_DRAW) -> list[str]:
@@ -1360,11 +1368,9 @@ def regime_named(name: str) -> Regime | LatentRegime:
     Raises KeyError for an unknown name or combination, with the reason where a part is wrong."""
     if name in ALL_REGIMES:
         return ALL_REGIMES[name]
-    parts = name.split("-")
-    if len(parts) == 3 and parts[0] == "compound" and parts[1].isdigit() and parts[2].isdigit():
-        return compound_regime(int(parts[1]), int(parts[2]))
-    if len(parts) == 3 and parts[0] == "wild" and parts[1].isdigit() and parts[2].isdigit():
-        return replace(regime_named(wild_name(int(parts[1]), int(parts[2]))), name=name)
+    parts, drawn = name.split("-"), {"compound": compound_regime, "wild": wild_regime}
+    if len(parts) == 3 and parts[0] in drawn and parts[1].isdigit() and parts[2].isdigit():
+        return drawn[parts[0]](int(parts[1]), int(parts[2]))
     base, *parts = name.split("+")
     attacks = [p for p in parts if "=" not in p]
     if parts and base in REGIMES and all(a in ALL_REGIMES for a in attacks):
