@@ -173,6 +173,14 @@ class SchedulerConfig:
     the variance it was trained on, against the pooled rate of the revisited tasks (``envsched_core.learnability``):
     a posterior mean of the ratio with prior N(1, learnability_prior_sd^2), in [0.05, 1]. Catches tasks whose reward
     spread the policy cannot learn from (coin-flip verifiers, the `flaky` regime). 0 = off."""
+    blind_env_prior: float = 0.1
+    """Outcome predictor: exploitation and informed coverage weigh a task by the posterior chance that its
+    environment's rewards move with training (``envsched_core.blind_environments``): every visit's mean reward
+    against the variance the task had been trained on before it, a random intercept per task and one rate per
+    environment, environments a mixture of blind (rate 0, this prior share, fitted by EM) and learnable at one
+    common rate. Catches coin-flip verifiers, policy-blind judges and nondeterministic environments, which a
+    variance ranker otherwise re-picks every step (the wild worlds, docs/scheduler.md, "Blind environments").
+    0 = off."""
     unsolvable_prior: float = 0.05
     """Outcome predictor: exploitation and informed coverage weigh a task by 1 - the posterior chance that it never
     passes (``envsched_core.solvability``): every all-zero group at a predicted success p is evidence (1 - p)^G
@@ -388,6 +396,10 @@ class SchedulerConfig:
         need(
             0.0 <= self.unsolvable_prior < 1.0,
             f"unsolvable_prior={self.unsolvable_prior} must be in [0, 1) (0 = off).",
+        )
+        need(
+            0.0 <= self.blind_env_prior < 1.0,
+            f"blind_env_prior={self.blind_env_prior} must be in [0, 1) (0 = off).",
         )
         need(
             self.learnability_prior_sd >= 0,

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from .blind_environments import BlindEnvironments
 from .catalog import TaskCatalog
 from .check_correlation import CheckCorrelation
 from .config import SchedulerConfig
@@ -51,7 +52,7 @@ from .graph import (
 )
 from .held import HeldCalls
 from .learnability import TaskLearnability
-from .outcome import OutcomeModel
+from .outcome import OutcomeModel, sigmoid
 from .oversample import InformativeShare
 from .predictor import VariancePredictor
 from .progress import LearningProgress
@@ -211,6 +212,12 @@ class EnvSched:
             if self.cfg.learnability_prior_sd > 0 and self.outcome is not None
             else None
         )
+        prior = self.cfg.blind_env_prior
+        self.blind = (
+            BlindEnvironments(catalog.env, catalog.n_envs, self.cfg.group_size, prior)
+            if prior > 0 and self.outcome is not None
+            else None
+        )
         self.solvability = (
             TaskSolvability(n_tasks, self.cfg.unsolvable_prior, self.cfg.residual_decay)
             if self.cfg.unsolvable_prior > 0 and self.outcome is not None
@@ -329,6 +336,9 @@ class EnvSched:
                 if self.learnability is not None:  # weighs what coverage may teach too
                     learnable = self.learnability.factor()
                     value, transfer = value * learnable, transfer * learnable
+                if self.blind is not None:  # and an environment whose rewards do not move with training
+                    moves = self.blind.factor()
+                    value, transfer = value * moves, transfer * moves
                 if self.solvability is not None:  # so does this
                     solvable = self.solvability.factor(step)
                     value, transfer = value * solvable, transfer * solvable
@@ -694,9 +704,11 @@ class EnvSched:
             else:
                 trials = part["size"].to_numpy(dtype=float)
                 self.outcome.update(rows, step, part["mean"].to_numpy(), part["spread"].to_numpy(), trials)
-                if self.solvability is not None:  # each visit against what the shared model expected of it
-                    z, sd = self.outcome.visit_prior
+                z, sd = self.outcome.visit_prior  # each visit against what the shared model expected of it
+                if self.solvability is not None:
                     self.solvability.update(rows, step, part["mean"].to_numpy(), z, sd, trials)
+                if self.blind is not None:
+                    self.blind.update(rows, part["mean"].to_numpy(), variance, sigmoid(z))
                 if self.calibration is not None:  # what came back against what was predicted before the visit
                     predicted = self.outcome.visit_variance(rows)
                     self.calibration.update(
@@ -798,6 +810,7 @@ class EnvSched:
             "progress": self.progress.state_dict() if self.progress is not None else {},
             "dispersion": self.dispersion.state_dict() if self.dispersion is not None else {},
             "learnability": self.learnability.state_dict() if self.learnability is not None else {},
+            "blind": self.blind.state_dict() if self.blind is not None else {},
             "solvability": self.solvability.state_dict() if self.solvability is not None else {},
             "rng": self.rng.bit_generator.state,
             "cross_candidates": self.cross_candidates.copy(),
@@ -842,6 +855,8 @@ class EnvSched:
             self.dispersion.load_state_dict(state["dispersion"])
         if self.learnability is not None and state.get("learnability"):
             self.learnability.load_state_dict(state["learnability"])
+        if self.blind is not None and state.get("blind"):
+            self.blind.load_state_dict(state["blind"])
         if self.solvability is not None and state.get("solvability"):
             self.solvability.load_state_dict(state["solvability"])
         self.rng.bit_generator.state = state["rng"]

@@ -73,6 +73,7 @@ def test_learning_progress_scheduler_stops_exploiting_mixed_tasks_that_never_imp
             env_quota_min=2,
             learning_progress=on,
             global_trend=False,  # the trend would extrapolate env1's climb too; this isolates the progress factor
+            blind_env_prior=0.0,  # env2 never moving is what that rule reads too
         )
         sched = EnvSched(catalog, cfg, seed=0)
         for step in range(1, 8):

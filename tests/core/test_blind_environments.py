@@ -1,0 +1,88 @@
+import copy
+
+import numpy as np
+import pandas as pd
+from task_frames import group, make_tasks, rollouts_for
+
+from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
+from envsched_core.blind_environments import FLOOR, BlindEnvironments
+
+G = 8
+
+
+def campaign(model: BlindEnvironments, rate: np.ndarray, steps: int, keep_revisiting, seed=0) -> None:
+    """Environment e's tasks start at success 0.3-0.7 and gain rate[e] per unit of the variance they were trained
+    on (capped at 1); each step every task that ``keep_revisiting(last observed mean)`` allows is visited, a group
+    of G Bernoulli draws, and trained on its group's variance."""
+    rng = np.random.default_rng(seed)
+    env = model.env
+    start = rng.uniform(0.3, 0.7, len(env))
+    trained = np.zeros(len(env))
+    last = np.full(len(env), 0.5)
+    for _ in range(steps):
+        rows = np.flatnonzero(keep_revisiting(last))
+        p = np.minimum(start[rows] + rate[env[rows]] * trained[rows], 1.0)
+        mean = rng.binomial(G, p) / G
+        variance = mean * (1 - mean)
+        model.update(rows, mean, variance, np.full(len(rows), 0.5))
+        trained[rows] += variance
+        last[rows] = mean
+
+
+def test_blind_environments_find_the_environments_whose_rewards_never_move():
+    model = BlindEnvironments(np.repeat(np.arange(8), 6), 8, G, prior=0.1)
+    rate = np.r_[np.full(6, 0.15), 0.0, 0.0]  # environments 6 and 7 flip coins
+    campaign(model, rate, steps=12, keep_revisiting=lambda last: np.ones(len(last), bool))
+    moves = model.learnable()
+    assert np.all(moves[:6] > 0.8) and np.all(moves[6:] < 0.2)
+    assert model.rate > 0 and np.all(model.factor() >= FLOOR)
+
+
+def test_blind_environments_are_not_fooled_by_revisiting_only_the_tasks_still_mixed():
+    # a scheduler stops revisiting a task once it looks solved, so the learnable tasks it sees again are the ones
+    # that moved least; the coin flips always look mixed and are revisited every step
+    model = BlindEnvironments(np.repeat(np.arange(8), 6), 8, G, prior=0.1)
+    rate = np.r_[np.full(6, 0.15), 0.0, 0.0]
+    campaign(model, rate, steps=15, keep_revisiting=lambda last: (last > 0.05) & (last < 0.85), seed=1)
+    moves = model.learnable()
+    assert np.all(moves[:6] > 0.5) and np.all(moves[6:] < 0.2)
+
+
+def test_blind_environments_weigh_nothing_down_where_nothing_moves_or_rewards_fall():
+    everywhere = lambda last: np.ones(len(last), bool)  # noqa: E731
+    for rate in (np.zeros(8), np.full(8, -0.1)):  # coin flips everywhere; forgetting everywhere
+        model = BlindEnvironments(np.repeat(np.arange(8), 6), 8, G, prior=0.1)
+        campaign(model, rate, steps=12, keep_revisiting=everywhere)
+        assert model.factor().min() > 0.5
+    model = BlindEnvironments(np.repeat(np.arange(8), 6), 8, G, prior=0.1)
+    model.update(np.arange(48), np.full(48, 0.5), np.full(48, 0.25), np.full(48, 0.5))  # first visits only
+    assert model.factor().tolist() == [1.0] * 48 and model.rate == 0.0
+
+
+def test_blind_environments_scheduler_leaves_a_coin_flip_environment_for_one_that_learns():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=4, per_env=6))
+    # env1's tasks swing between 4 and 5 of 8 (the most variance) and never improve; the others climb from 1 of 8
+    rng = np.random.default_rng(0)
+    passes = {f"e{e}-t{j}": (lambda s, j=j: min(1 + (s + j) // 4, 7)) for e in (0, 2, 3) for j in range(6)}
+    passes |= {f"e1-t{j}": (lambda s: 4 + int(rng.random() < 0.5)) for j in range(6)}
+    picked = {}
+    for prior in (0.1, 0.0):
+        cfg = SchedulerConfig(batch_size=6, rho=0.0, eta=0.0, adaptive_rho=False, blind_env_prior=prior)
+        sched = EnvSched(catalog, cfg, seed=0)
+        for step in range(1, 16):
+            frames = [group(t, step, [1] * passes[t](step) + [0] * (8 - passes[t](step))) for t in passes]
+            sched.observe(pd.concat(frames, ignore_index=True))
+        picked[prior] = sched.select(16)["env_id"].eq("env1").mean()
+    assert picked[0.0] >= 2 / 6 and picked[0.1] == 0.0  # off: env1 fills its quota of the batch
+
+
+def test_blind_environments_state_round_trips_exactly():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=3, per_env=6))
+    cfg = SchedulerConfig(batch_size=6)
+    original = EnvSched(catalog, cfg, seed=0)
+    for step in range(1, 8):
+        original.observe(rollouts_for(original.select(step), step, p=0.5))
+    resumed = EnvSched(catalog, cfg, seed=5)
+    resumed.load_state_dict(copy.deepcopy(original.state_dict()))
+    np.testing.assert_array_equal(resumed.blind.factor(), original.blind.factor())
+    pd.testing.assert_frame_equal(original.select(8), resumed.select(8))
