@@ -20,7 +20,8 @@ against rate 0 is R B_e - R^2 A_e / 2. Environments are a mixture: blind (r = 0)
 common rate R. R is the grid point maximising the marginal likelihood (EM alone stalls at its fixed point R = 0,
 where every environment looks alike), pi is fitted by EM with ``PRIOR_ENVS`` pseudo-environments at the
 configured prior, and what a task of e may teach is weighed by P(e learnable). An environment no visit was
-compared in has factor 1; while the best R is 0 (nothing moves anywhere, or nothing yet), every factor is 1.
+compared in has factor 1; while the best R is 0 (nothing moves anywhere, or nothing yet), and in a catalogue of
+fewer than ``MIN_CATALOGUE_ENVS`` environments, every factor is 1.
 Forgetting and drift read as r_e < 0: the environment is then as blind as one with r_e = 0, no more.
 """
 
@@ -34,6 +35,9 @@ PRIOR_ENVS = 10.0  # pseudo-environments of the Beta prior on the blind share
 RATES = np.geomspace(0.003, 2.0, 30)  # candidate common rates R (mean reward per unit of trained variance)
 EM_STEPS = 10  # EM iterations of the blind share per candidate rate
 MIN_ENVS = 3  # environments with a compared visit before the mixture is fitted
+# a catalogue of fewer environments is left alone: the blind share is fitted across environments, and with eight
+# (`few-large`) one misread environment, an eighth of the catalogue, cost 1.6-2.8 steps (docs/scheduler.md)
+MIN_CATALOGUE_ENVS = 10
 FLOOR = 0.05  # smallest factor: a blind environment still ranks among its kind
 STATE_KEYS = ("first_prediction", "visits", "sum_x", "sum_xx", "sum_y", "sum_xy", "trained")
 
@@ -80,7 +84,7 @@ class BlindEnvironments:
         compared = curvature > 1e-9
         out = np.ones(self.n_envs)
         self.rate, self.share = 0.0, self.prior
-        if compared.sum() < MIN_ENVS:
+        if self.n_envs < MIN_CATALOGUE_ENVS or compared.sum() < MIN_ENVS:
             return out
         prior_weight = PRIOR_ENVS * (
             self.prior * np.log(self.prior) + (1 - self.prior) * np.log1p(-self.prior)

@@ -5,7 +5,7 @@ import pandas as pd
 from task_frames import group, make_tasks, rollouts_for
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.blind_environments import FLOOR, BlindEnvironments
+from envsched_core.blind_environments import FLOOR, MIN_CATALOGUE_ENVS, BlindEnvironments
 
 G = 8
 
@@ -30,40 +30,50 @@ def campaign(model: BlindEnvironments, rate: np.ndarray, steps: int, keep_revisi
 
 
 def test_blind_environments_find_the_environments_whose_rewards_never_move():
-    model = BlindEnvironments(np.repeat(np.arange(8), 6), 8, G, prior=0.1)
-    rate = np.r_[np.full(6, 0.15), 0.0, 0.0]  # environments 6 and 7 flip coins
+    model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
+    rate = np.r_[np.full(8, 0.15), 0.0, 0.0]  # environments 8 and 9 flip coins
     campaign(model, rate, steps=12, keep_revisiting=lambda last: np.ones(len(last), bool))
     moves = model.learnable()
-    assert np.all(moves[:6] > 0.8) and np.all(moves[6:] < 0.2)
+    assert np.all(moves[:8] > 0.8) and np.all(moves[8:] < 0.2)
     assert model.rate > 0 and np.all(model.factor() >= FLOOR)
+
+
+def test_blind_environments_leave_a_catalogue_of_few_environments_alone():
+    model = BlindEnvironments(
+        np.repeat(np.arange(MIN_CATALOGUE_ENVS - 1), 6), MIN_CATALOGUE_ENVS - 1, G, prior=0.1
+    )
+    rate = np.r_[np.full(MIN_CATALOGUE_ENVS - 3, 0.15), 0.0, 0.0]
+    campaign(model, rate, steps=12, keep_revisiting=lambda last: np.ones(len(last), bool))
+    assert model.factor().tolist() == [1.0] * len(model.env)
 
 
 def test_blind_environments_are_not_fooled_by_revisiting_only_the_tasks_still_mixed():
     # a scheduler stops revisiting a task once it looks solved, so the learnable tasks it sees again are the ones
     # that moved least; the coin flips always look mixed and are revisited every step
-    model = BlindEnvironments(np.repeat(np.arange(8), 6), 8, G, prior=0.1)
-    rate = np.r_[np.full(6, 0.15), 0.0, 0.0]
+    model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
+    rate = np.r_[np.full(8, 0.15), 0.0, 0.0]
     campaign(model, rate, steps=15, keep_revisiting=lambda last: (last > 0.05) & (last < 0.85), seed=1)
     moves = model.learnable()
-    assert np.all(moves[:6] > 0.5) and np.all(moves[6:] < 0.2)
+    assert np.all(moves[:8] > 0.5) and np.all(moves[8:] < 0.2)
 
 
 def test_blind_environments_weigh_nothing_down_where_nothing_moves_or_rewards_fall():
     everywhere = lambda last: np.ones(len(last), bool)  # noqa: E731
-    for rate in (np.zeros(8), np.full(8, -0.1)):  # coin flips everywhere; forgetting everywhere
-        model = BlindEnvironments(np.repeat(np.arange(8), 6), 8, G, prior=0.1)
+    for rate in (np.zeros(10), np.full(10, -0.1)):  # coin flips everywhere; forgetting everywhere
+        model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
         campaign(model, rate, steps=12, keep_revisiting=everywhere)
         assert model.factor().min() > 0.5
-    model = BlindEnvironments(np.repeat(np.arange(8), 6), 8, G, prior=0.1)
-    model.update(np.arange(48), np.full(48, 0.5), np.full(48, 0.25), np.full(48, 0.5))  # first visits only
-    assert model.factor().tolist() == [1.0] * 48 and model.rate == 0.0
+    model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
+    model.update(np.arange(60), np.full(60, 0.5), np.full(60, 0.25), np.full(60, 0.5))  # first visits only
+    assert model.factor().tolist() == [1.0] * 60 and model.rate == 0.0
 
 
 def test_blind_environments_scheduler_leaves_a_coin_flip_environment_for_one_that_learns():
-    catalog = TaskCatalog.from_frame(make_tasks(n_envs=4, per_env=6))
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=6))
     # env1's tasks swing between 4 and 5 of 8 (the most variance) and never improve; the others climb from 1 of 8
     rng = np.random.default_rng(0)
-    passes = {f"e{e}-t{j}": (lambda s, j=j: min(1 + (s + j) // 4, 7)) for e in (0, 2, 3) for j in range(6)}
+    learns = [0, *range(2, 10)]
+    passes = {f"e{e}-t{j}": (lambda s, j=j: min(1 + (s + j) // 4, 7)) for e in learns for j in range(6)}
     passes |= {f"e1-t{j}": (lambda s: 4 + int(rng.random() < 0.5)) for j in range(6)}
     picked = {}
     for prior in (0.1, 0.0):
