@@ -3,8 +3,8 @@
 A coin-flip verifier, a policy-blind judge or a nondeterministic environment gives groups that look maximally
 informative to a variance ranker, and it re-picks them every step: in worlds where little else is mixed, EnvSched
 spent 60-90% of its picks there and missed random's score (the wild worlds, docs/scheduler.md). Such a task's
-success stays where it was; a learnable task's rises as it is trained. One task is revisited too rarely to show
-which, but every task of a broken environment is broken, so the test pools an environment's tasks.
+success stays where it was; a learnable task's rises as it is trained. One task's record is short, but every task
+of a broken environment is broken, so the test pools an environment's tasks.
 
 The test reads every visit: y_it, the group's mean reward, against x_it, the variance task i had been trained on
 before that visit (0 at its first). With m_i the outcome model's prediction before the first visit,
@@ -12,8 +12,8 @@ before that visit (0 at its first). With m_i the outcome model's prediction befo
     y_it = m_i + a_i + r_e x_it + noise,    a_i ~ N(0, TAU^2),  noise ~ N(0, S2 / G),
 
 a random intercept per task and one rate r_e per environment. A likelihood is not biased by which tasks the
-scheduler chose to revisit, since that choice depends only on outcomes already in it; moment estimates (latest
-minus first visit over the revisited tasks) are, as the revisited learnable tasks are those that moved least.
+scheduler chose to revisit, since that choice depends only on outcomes already in it; moment estimates (a revisited
+task's latest mean minus an earlier one, ``learnability``) are, as the revisited learnable tasks moved least.
 With a_i integrated out, environment e's log-likelihood is quadratic in r_e with sufficient statistics
 A_e = sum_i x_i' S_i^-1 x_i and B_e = sum_i x_i' S_i^-1 (y_i - m_i), so its log-likelihood ratio of rate R
 against rate 0 is R B_e - R^2 A_e / 2. Environments are a mixture: blind (r = 0) with share pi, learnable at one
@@ -22,7 +22,8 @@ where every environment looks alike), pi is fitted by EM with ``PRIOR_ENVS`` pse
 configured prior, and what a task of e may teach is weighed by P(e learnable). An environment no visit was
 compared in has factor 1; while the best R is 0 (nothing moves anywhere, or nothing yet), and in a catalogue of
 fewer than ``MIN_CATALOGUE_ENVS`` environments, every factor is 1.
-Forgetting and drift read as r_e < 0: the environment is then as blind as one with r_e = 0, no more.
+Rewards that fall for other reasons (forgetting, drift, an environment update) read as r_e < 0, evidence for
+blind: the likely source of the step or two the field costs in some worlds where nothing is blind.
 """
 
 from __future__ import annotations
