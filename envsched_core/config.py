@@ -179,8 +179,8 @@ class SchedulerConfig:
     against the variance the task had been trained on before it, a random intercept per task and one rate per
     environment, environments a mixture of blind (rate 0, this prior share, fitted by EM) and learnable at one
     common rate. Catches coin-flip verifiers, policy-blind judges and nondeterministic environments, which a
-    variance ranker otherwise re-picks every step (the wild worlds, docs/scheduler.md, "Blind environments").
-    0 = off."""
+    variance ranker otherwise re-picks every step (the wild worlds, docs/scheduler.md, "Blind environments"). A
+    catalogue of fewer than 10 environments is left alone. 0 = off."""
     unsolvable_prior: float = 0.05
     """Outcome predictor: exploitation and informed coverage weigh a task by 1 - the posterior chance that it never
     passes (``envsched_core.solvability``): every all-zero group at a predicted success p is evidence (1 - p)^G
