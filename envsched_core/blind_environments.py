@@ -81,28 +81,30 @@ class BlindEnvironments:
 
     def learnable(self) -> np.ndarray:
         """Per environment: P(its rewards move with training) (1 where no visit was compared)."""
-        curvature, slope = self.evidence()
-        compared = curvature > 1e-9
         out = np.ones(self.n_envs)
         self.rate, self.share = 0.0, self.prior
-        if self.n_envs < MIN_CATALOGUE_ENVS or compared.sum() < MIN_ENVS:
+        if self.n_envs < MIN_CATALOGUE_ENVS:  # before summing the tasks: nothing to fit here
             return out
-        prior_weight = PRIOR_ENVS * (
-            self.prior * np.log(self.prior) + (1 - self.prior) * np.log1p(-self.prior)
-        )
-        best = prior_weight  # the marginal log-likelihood at R = 0: every ratio 1, the share at its prior
+        curvature, slope = self.evidence()
+        compared = curvature > 1e-9
+        if compared.sum() < MIN_ENVS:
+            return out
+        best = self._prior_loglik(self.prior)  # the marginal log-likelihood at R = 0: every ratio 1
         for rate in RATES:
             ratio = np.clip(rate * slope[compared] - rate**2 * curvature[compared] / 2, -50.0, 50.0)
             share = self.prior
             for _ in range(EM_STEPS):
                 moves = 1.0 / (1.0 + np.exp(np.log(share / (1 - share)) - ratio))
                 share = (PRIOR_ENVS * self.prior + np.sum(1 - moves)) / (PRIOR_ENVS + compared.sum())
-            fit = np.logaddexp(np.log1p(-share) + ratio, np.log(share)).sum()
-            fit += PRIOR_ENVS * (self.prior * np.log(share) + (1 - self.prior) * np.log1p(-share))
+            fit = np.logaddexp(np.log1p(-share) + ratio, np.log(share)).sum() + self._prior_loglik(share)
             if fit > best:
                 best, self.rate, self.share = fit, float(rate), float(share)
                 out[compared] = moves
         return out
+
+    def _prior_loglik(self, share: float) -> float:
+        """log of the Beta prior on the blind share (PRIOR_ENVS pseudo-environments at the configured prior)."""
+        return PRIOR_ENVS * (self.prior * np.log(share) + (1 - self.prior) * np.log1p(-share))
 
     def factor(self) -> np.ndarray:
         """Per task: P(its environment's rewards move with training), at least FLOOR."""
