@@ -56,10 +56,14 @@ class SilentTasks:
 
     def blocked(self, step: int) -> np.ndarray:
         """(N,) tasks not to select at ``step``: within their back-off after a silent selection."""
+        out = np.zeros(len(self.silences), dtype=bool)
         if self.backoff <= 0:
-            return np.zeros(len(self.silences), dtype=bool)
-        wait = self.backoff * 2.0 ** np.maximum(self.silences - CONFIRMING_SILENCES, 0)
-        return (self.silences >= CONFIRMING_SILENCES) & (step < self.last_silent + wait)
+            return out
+        # only the few silent tasks: the back-off over 1M tasks took 20 ms
+        rows = np.flatnonzero(self.silences >= CONFIRMING_SILENCES)
+        wait = self.backoff * 2.0 ** (self.silences[rows] - CONFIRMING_SILENCES)
+        out[rows] = step < self.last_silent[rows] + wait
+        return out
 
     def state_dict(self) -> dict:
         """Only the tasks with an unanswered or a silent selection (a batch or two, not the catalogue)."""
