@@ -7,6 +7,7 @@ from task_frames import observe_groups as observe
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
 from envsched_core.graph import propagation_matrix
 from envsched_core.outcome import (
+    ColumnIndex,
     OutcomeModel,
     _sum_over_nonzero_columns,
     expected_bernoulli_variance,
@@ -389,10 +390,18 @@ def test_seen_only_propagation_gives_the_full_mat_vec_sums_exactly():
     seen = rng.choice(n, 50, replace=False)
     P[seen] = rng.random(50) * 3
     Pm = P * rng.normal(size=n)
-    N, S = _sum_over_nonzero_columns(W, P, Pm)
     full = W @ np.column_stack([P, Pm])
-    assert np.array_equal(N, full[:, 0]) and np.array_equal(S, full[:, 1])
-    assert (N > 0).sum() > 0 and (N[np.asarray(W[:, seen].sum(axis=1)).ravel() == 0] == 0).all()
+    into = ColumnIndex(W)
+    assert into.entries(seen) is not None  # 50 of 2,000 columns: found through the index
+    for index in (None, into):
+        N, S = _sum_over_nonzero_columns(W, P, Pm, index)
+        assert np.array_equal(N, full[:, 0]) and np.array_equal(S, full[:, 1])
+        assert (N > 0).sum() > 0 and (N[np.asarray(W[:, seen].sum(axis=1)).ravel() == 0] == 0).all()
+    many = np.zeros(n)
+    many[rng.choice(n, 400, replace=False)] = 1.0  # a fifth of the columns: too many for the index
+    assert into.entries(np.flatnonzero(many)) is None
+    N, S = _sum_over_nonzero_columns(W, many, many, into)
+    assert np.array_equal(N, W @ many)
 
 
 def test_float32_expected_bernoulli_variance_matches_float64_and_stays_positive():
