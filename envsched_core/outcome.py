@@ -47,6 +47,7 @@ from scipy.optimize import minimize
 from .catalog import TaskCatalog
 from .config import SchedulerConfig
 from .environment_level import EnvironmentLevel
+from .graph import concatenated_ranges
 from .reward_kind import ObservedRewardKind
 from .state_fit import StateMismatch
 
@@ -115,8 +116,7 @@ class ColumnIndex:
         start, count = self.ptr[cols], self.ptr[cols + 1] - self.ptr[cols]
         if count.sum() > self.nnz // 8:
             return None
-        position = np.repeat(start - (np.cumsum(count) - count), count) + np.arange(count.sum())
-        return np.sort(self.order[position])
+        return np.sort(self.order[concatenated_ranges(start, count)])
 
 
 def _sum_over_nonzero_columns(

@@ -39,6 +39,7 @@ from .dispersion import TaskDispersion
 from .env_calibration import EnvironmentCalibration
 from .graph import (
     candidate_matrix,
+    concatenated_ranges,
     cross_candidates,
     cross_signature,
     edges_from_frame,
@@ -305,8 +306,7 @@ class EnvSched:
         start, count = W.indptr[rows], np.diff(W.indptr)[rows]
         if len(src) != W.nnz or not np.array_equal(np.diff(part.indptr)[rows], count):
             return False  # duplicate pairs or a changed edge count per source: rebuild
-        offset = np.repeat(np.cumsum(count) - count, count)
-        slots = np.repeat(start, count) + np.arange(len(new_src)) - offset  # rows' positions in both layouts
+        slots = concatenated_ranges(start, count)  # rows' positions in both layouts
         dst, sim, indices, data = dst.copy(), sim.copy(), W.indices.copy(), W.data.copy()
         dst[slots], sim[slots] = new_dst, new_sim  # edges are sorted by source, W by (source, column)
         indices[slots], data[slots] = part.indices, part.data

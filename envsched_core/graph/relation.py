@@ -31,6 +31,12 @@ def top_k_per_source(src: np.ndarray, dst: np.ndarray, sim: np.ndarray, k: int):
     return src[keep], dst[keep], sim[keep]
 
 
+def concatenated_ranges(start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """start[0], ..., start[0] + count[0] - 1, then start[1], ...: the slots of a few rows (or columns) in a CSR
+    layout, where each one's entries are contiguous."""
+    return np.repeat(start - (np.cumsum(count) - count), count) + np.arange(count.sum())
+
+
 def propagation_matrix(
     src: np.ndarray, dst: np.ndarray, sim: np.ndarray, n_tasks: int, temperature: float
 ) -> sp.csr_matrix:
