@@ -1,6 +1,7 @@
 """Headroom of EnvSched's selection: what it reaches when fed a true quantity instead of its prediction.
 
     PYTHONPATH=. .venv/bin/python bench/scheduler_oracle.py --regimes paper,default,private --world-seeds 0,1,2
+    ... --regimes paper,default --modes transfer,transfer-kernel --with-envsched   # the transfer factor's headroom
 
 Each oracle runs EnvSched's own selection (exploitation + coverage, environment quota, similarity
 penalty, adaptive rho) with its predicted variance replaced by one quantity read from the simulator's
@@ -13,8 +14,15 @@ hidden state at the start of each step (a diagnostic only: nothing here is in en
   E[std(r_i)] * sum_k w_ik g_k with g_k = sum_h p_h (1 - p_h) w_hk over held-out tasks h and shared
   skills k (environment, tool types, families); memorisation (theta_task) does not transfer.
 
-Every oracle is fully confident (uncertainty 0, so adaptive rho sits at rho_min) and has evidence on
-every task. E[std(r)] is exact for binary rewards (binomial sum) and estimated for graded ones from a
+Two more keep EnvSched's own prediction and replace only its frontier transfer factor (``EnvSched._transfer``):
+
+* ``transfer``: the true held-out transfer sum_k w_ik g_k of ``gain`` (normalised as EnvSched's factor is);
+* ``transfer-kernel``: the true skill kernel over EnvSched's predicted frontier, sum_k w_ik sum_j w_jk v_j over
+  training tasks j (v: EnvSched's predicted E[p (1 - p)]), which separates how tasks share skills from where
+  the frontier is.
+
+Every oracle of the first three is fully confident (uncertainty 0, so adaptive rho sits at rho_min) and has
+evidence on every task. E[std(r)] is exact for binary rewards (binomial sum) and estimated for graded ones from a
 fixed bank of simulated groups (common random numbers, so rankings are stable across steps). Rows also
 run real EnvSched (``envsched``) and random for reference; steps are to random's step-T held-out score.
 """
@@ -26,16 +34,18 @@ import time
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from bench.overrides import field_overrides
 from bench.scheduler_suite import _mean_or_dash, fmt, make_world, refuse_unknown_regimes, scheduler_for
 from envsched_core import EnvSched, SchedulerConfig
-from envsched_core.scheduler import Predicted
+from envsched_core.scheduler import Predicted, relative_transfer
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
 from envsched_core.worlds import regime_named
 
 MODES = ("variance", "std", "gain")
+TRANSFER_MODES = ("transfer", "transfer-kernel")
 GRADED_BANK = 256  # simulated groups per p for a graded task's E[std]
 
 
@@ -72,7 +82,11 @@ def true_quantity(sim: Simulator, mode: str) -> np.ndarray:
         std[graded] = graded_expected_std(p[graded], c.group_size, c.graded_checks)
     if mode == "std":
         return std
-    # held-out sensitivity per skill: g_k = sum_h p_h (1 - p_h) w_hk, shared skills only
+    return std * true_transfer(sim)
+
+
+def true_transfer(sim: Simulator) -> np.ndarray:
+    """Per training task, sum_k w_ik g_k: its shared skills' held-out sensitivity g_k = sum_h p_h (1 - p_h) w_hk."""
     h = sim._heldout_rows
     ph = sim._success(h)
     g_k = np.bincount(
@@ -81,8 +95,17 @@ def true_quantity(sim: Simulator, mode: str) -> np.ndarray:
         minlength=sim.n_skills,
     )
     g_k[sim._off_task :] = 0.0
-    transfer = (sim._load_w[rows] * g_k[sim._load_idx[rows]]).sum(axis=1)
-    return std * transfer
+    rows = sim._train_rows
+    return (sim._load_w[rows] * g_k[sim._load_idx[rows]]).sum(axis=1)
+
+
+def shared_loadings(sim: Simulator) -> sp.csr_matrix:
+    """(training tasks, shared skills): each task's loadings on its environment, tool types and families."""
+    rows = sim._train_rows
+    shared = sim._load_idx[rows] < sim._off_task  # not the task's own skill: memorisation does not transfer
+    idx, w = np.where(shared, sim._load_idx[rows], 0), np.where(shared, sim._load_w[rows], 0.0)
+    n, width = idx.shape
+    return sp.csr_matrix((w.ravel(), (np.repeat(np.arange(n), width), idx.ravel())), shape=(n, sim._off_task))
 
 
 class OracleEnvSched(EnvSched):
@@ -103,16 +126,40 @@ class OracleEnvSched(EnvSched):
         return self._cache[1]
 
 
+class TransferOracleEnvSched(EnvSched):
+    """EnvSched whose frontier transfer factor is read from ``sim`` (``TRANSFER_MODES``; diagnostic, bench only)."""
+
+    def __init__(self, *args, sim: Simulator, mode: str, **kwargs):
+        if not isinstance(sim, Simulator):
+            raise ValueError(
+                f"oracle mode {mode!r} reads the base simulator's skills; {type(sim).__name__} has none"
+            )
+        super().__init__(*args, **kwargs)
+        self.sim, self.mode = sim, mode
+
+    def _transfer(self, frontier: np.ndarray) -> np.ndarray | float:
+        if self.cfg.transfer_weight <= 0:
+            return 1.0
+        if self.mode == "transfer":
+            t = true_transfer(self.sim)
+        else:
+            loadings = shared_loadings(self.sim)
+            t = np.asarray(loadings @ (loadings.T @ frontier)).ravel()
+        return relative_transfer(t, self.cfg.transfer_weight)
+
+
 def run(regime: str, seed: int, names: list[str], horizon: int, target_step: int, overrides: dict) -> dict:
     world = make_world(regime_named(regime), seed, quick=True)
     out, runs = {}, {}
     for name in names:
         sim = world.sim.reset(seed)
+        config = SchedulerConfig(
+            batch_size=world.regime.batch_size, group_size=sim.config.group_size, **overrides
+        )
         if name in MODES:
-            config = SchedulerConfig(
-                batch_size=world.regime.batch_size, group_size=sim.config.group_size, **overrides
-            )
             sched = OracleEnvSched(world.catalog, config, seed=seed, sim=sim, mode=name)
+        elif name in TRANSFER_MODES:
+            sched = TransferOracleEnvSched(world.catalog, config, seed=seed, sim=sim, mode=name)
         else:
             sched = scheduler_for(world, name, seed)
         runs[name] = run_campaign(sched, sim, horizon)
@@ -134,13 +181,16 @@ def main() -> None:
     )
     parser.add_argument("--regimes", default="paper,default,private")
     parser.add_argument("--world-seeds", default="0,1,2")
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES + TRANSFER_MODES)}")
     parser.add_argument("--target-step", type=int, default=60)
     parser.add_argument("--horizon", type=int, default=None, help="steps run (default: the target step)")
     parser.add_argument("--with-envsched", action="store_true", help="also run EnvSched as built")
     parser.add_argument("--set", action="append", default=[], help="SchedulerConfig FIELD=VALUE for oracles")
     args = parser.parse_args()
     refuse_unknown_regimes(parser, args.regimes.split(","))
+    unknown = sorted(set(args.modes.split(",")) - set(MODES + TRANSFER_MODES))
+    if unknown:
+        parser.error(f"unknown oracle mode(s) {unknown}; known: {list(MODES + TRANSFER_MODES)}")
     reserved = {"batch_size": "the regime", "group_size": "the simulator"}
     overrides = field_overrides(args.set, SchedulerConfig, reserved=reserved)
     names = ["random", *args.modes.split(",")] + (["envsched"] if args.with_envsched else [])

@@ -140,7 +140,11 @@ def frontier_transfer_factor(
     tools teaches more than an equally mixed one whose structure few other tasks share."""
     if weight <= 0:
         return 1.0
-    transfer = outcome.frontier_transfer(frontier)
+    return relative_transfer(outcome.frontier_transfer(frontier), weight)
+
+
+def relative_transfer(transfer: np.ndarray, weight: float) -> np.ndarray:
+    """(T_i / mean T)^weight, at least 1e-6^weight: what a task's transfer weighs against the catalogue's."""
     return np.maximum(transfer / max(float(transfer.mean()), 1e-12), 1e-6) ** weight
 
 
@@ -313,6 +317,11 @@ class EnvSched:
         self._set_cross((src, dst, sim), sp.csr_matrix((data, indices, W.indptr), shape=W.shape))
         return True
 
+    def _transfer(self, frontier: np.ndarray) -> np.ndarray | float:
+        """The exploitation weight of each task's held-out transfer (``frontier_transfer_factor``); one method so
+        that the headroom bench can feed it a true quantity (bench/scheduler_oracle.py)."""
+        return frontier_transfer_factor(self.outcome, frontier, self.cfg.transfer_weight)
+
     def _predicted(self, step: int) -> Predicted:
         """What selection needs at ``step``, cached until the next observe."""
         if self._cache is None or self._cache[0] != step:
@@ -326,7 +335,7 @@ class EnvSched:
                 evidence = (out.own_sd < np.inf) | ~np.isnan(out.b_W) | ~np.isnan(out.b_X)
                 evidence |= env_seen[self.catalog.env] > 0
                 confidence = out.sd / self.outcome.prior_sd
-                transfer = frontier_transfer_factor(self.outcome, out.frontier, self.cfg.transfer_weight)
+                transfer = self._transfer(out.frontier)
                 value = out.v_hat * transfer
                 value = horizon_discounted(value, self.catalog.gold_calls, self.cfg.horizon_discount)
                 if self.progress is not None:

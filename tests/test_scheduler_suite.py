@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
+from bench.scheduler_oracle import TransferOracleEnvSched, true_transfer
 from bench.scheduler_suite import (
     counted_steps,
     make_world,
@@ -23,6 +25,8 @@ from bench.scheduler_suite import (
     run_world,
     share_in,
 )
+from envsched_core import SchedulerConfig
+from envsched_core.scheduler import relative_transfer
 from envsched_core.worlds import ALL_REGIMES, regime_named
 
 LATE = replace(
@@ -135,3 +139,19 @@ def test_the_benches_refuse_a_regime_name_saying_why():
         )
         assert done.returncode == 2, (bench, done.stderr[-500:])
         assert "paper+flaky=2: WorldSimulator: flaky=2.0 must be in [0, 1)" in done.stderr.splitlines()[-1]
+
+
+def test_the_transfer_oracle_weighs_tasks_by_the_skills_they_share_with_the_frontier():
+    world = make_world(regime_named("paper"), 0, quick=True)
+    config = SchedulerConfig(batch_size=world.regime.batch_size, group_size=world.sim.config.group_size)
+    env = world.catalog.env
+    frontier = np.where(env == 3, 0.25, 0.0)  # only environment 3's tasks are at the frontier
+    kernel = TransferOracleEnvSched(world.catalog, config, sim=world.sim.reset(0), mode="transfer-kernel")
+    factor = kernel._transfer(frontier)
+    # relative to the catalogue's mean, and highest where the frontier's environment skill is loaded
+    assert np.isclose(factor.mean(), 1.0) and factor[env == 3].min() > factor[env != 3].max()
+    truth = TransferOracleEnvSched(world.catalog, config, sim=world.sim.reset(0), mode="transfer")
+    assert np.allclose(truth._transfer(frontier), relative_transfer(true_transfer(world.sim), 1.0))
+    latent = make_world(regime_named("latent-paper"), 0, quick=True)
+    with pytest.raises(ValueError, match="reads the base simulator's skills"):
+        TransferOracleEnvSched(latent.catalog, config, sim=latent.sim, mode="transfer")
