@@ -136,15 +136,16 @@ class TransferOracleEnvSched(EnvSched):
             )
         super().__init__(*args, **kwargs)
         self.sim, self.mode = sim, mode
+        # the loadings are fixed for a world (only the skills' values move): built once, not at every step
+        self.loadings = shared_loadings(sim) if mode == "transfer-kernel" else None
 
     def _transfer(self, frontier: np.ndarray) -> np.ndarray | float:
         if self.cfg.transfer_weight <= 0:
             return 1.0
-        if self.mode == "transfer":
+        if self.loadings is None:
             t = true_transfer(self.sim)
         else:
-            loadings = shared_loadings(self.sim)
-            t = np.asarray(loadings @ (loadings.T @ frontier)).ravel()
+            t = np.asarray(self.loadings @ (self.loadings.T @ frontier)).ravel()
         return relative_transfer(t, self.cfg.transfer_weight)
 
 
@@ -153,13 +154,12 @@ def run(regime: str, seed: int, names: list[str], horizon: int, target_step: int
     out, runs = {}, {}
     for name in names:
         sim = world.sim.reset(seed)
-        config = SchedulerConfig(
-            batch_size=world.regime.batch_size, group_size=sim.config.group_size, **overrides
-        )
-        if name in MODES:
-            sched = OracleEnvSched(world.catalog, config, seed=seed, sim=sim, mode=name)
-        elif name in TRANSFER_MODES:
-            sched = TransferOracleEnvSched(world.catalog, config, seed=seed, sim=sim, mode=name)
+        if name in MODES + TRANSFER_MODES:
+            config = SchedulerConfig(
+                batch_size=world.regime.batch_size, group_size=sim.config.group_size, **overrides
+            )
+            oracle = OracleEnvSched if name in MODES else TransferOracleEnvSched
+            sched = oracle(world.catalog, config, seed=seed, sim=sim, mode=name)
         else:
             sched = scheduler_for(world, name, seed)
         runs[name] = run_campaign(sched, sim, horizon)
