@@ -598,14 +598,15 @@ def run_suite() -> None:
 
 def paper_regime(names: list[str]) -> str | None:
     """The regime the summary's paper ratios come from: `paper` when it ran, else the first regime run that
-    is a variation of it (`latent-paper`, `paper-g4`, `paper+flaky`, a drawn compound regime on the `paper` base,
-    ...), so a run of another regime group still says how its Table 2 regime went; None when no such regime ran
+    is a variation of it (`latent-paper`, `paper-g4`, `paper+flaky`, a drawn compound or wild regime on the `paper`
+    base, ...), so a run of another regime group still says how its Table 2 regime went; None when no such regime ran
     (the ratios print as nan)."""
     if "paper" in names:
         return "paper"
 
     def varies_paper(name: str) -> bool:
-        if name.startswith("compound-"):  # drawn: its name does not say its base, its description does
+        # drawn: its name does not say its base, its description does
+        if name.startswith(("compound-", "wild-")):
             return regime_named(name).description.split(" + ")[0] == "paper"
         return "paper" in name.replace("+", "-").split("-")
 

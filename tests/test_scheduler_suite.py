@@ -91,9 +91,10 @@ def test_the_summary_takes_the_paper_regime_or_the_first_variation_of_it_that_ra
     assert paper_regime(["easy", "paper-b64"]) == "paper-b64"
     assert paper_regime(["latent", "papery", "default"]) is None
     assert paper_regime(["default+flaky", "paper+settled+inverted"]) == "paper+settled+inverted"
-    drawn = [f"compound-1-{i}" for i in range(24)]
-    on_paper = [n for n in drawn if regime_named(n).description.startswith("paper + ")]
-    assert on_paper and paper_regime(drawn) == on_paper[0]
+    for kind in ("compound", "wild"):
+        drawn = [f"{kind}-1-{i}" for i in range(24)]
+        on_paper = [n for n in drawn if regime_named(n).description.startswith("paper + ")]
+        assert on_paper and paper_regime(drawn) == on_paper[0]
 
 
 def test_a_required_columns_catalogue_shows_the_schedulers_task_env_text_and_tools_only():
