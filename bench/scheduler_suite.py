@@ -83,14 +83,14 @@ from envsched_core.schedulers import SCHEDULERS, fold_history
 from envsched_core.simulator import Simulator, run_campaign, steps_to_target
 from envsched_core.worlds import (
     ALL_REGIMES,
+    DRAWN,
     LATENT_REGIMES,
     REGIMES,
     STRESS_REGIMES,
     LatentRegime,
     Regime,
-    compound_names,
+    is_drawn,
     regime_named,
-    wild_names,
 )
 
 BASELINES: dict[str, Callable] = {
@@ -403,13 +403,12 @@ def regime_group(name: str) -> list[str]:
     groups = {
         "stress": list(STRESS_REGIMES),
         "latent": list(LATENT_REGIMES),
-        "compound": compound_names(),
-        "wild": wild_names(),
+        **{kind: names() for kind, (_, names) in DRAWN.items()},  # the report draw of each kind
     }
     if name in groups:
         return groups[name]
-    for prefix, names in (("compound-", compound_names), ("wild-", wild_names)):
-        draw = name.removeprefix(prefix)
+    for kind, (_, names) in DRAWN.items():
+        draw = name.removeprefix(f"{kind}-")
         if draw != name and draw.isdigit():
             return names(int(draw))
     return [name]
@@ -606,7 +605,7 @@ def paper_regime(names: list[str]) -> str | None:
 
     def varies_paper(name: str) -> bool:
         # drawn: its name does not say its base, its description does
-        if name.startswith(("compound-", "wild-")):
+        if is_drawn(name):
             return regime_named(name).description.split(" + ")[0] == "paper"
         return "paper" in name.replace("+", "-").split("-")
 

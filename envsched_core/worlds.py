@@ -113,7 +113,7 @@ selected variance 0.032, median 0.0147, median reward 0.595).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -1368,9 +1368,9 @@ def regime_named(name: str) -> Regime | LatentRegime:
     Raises KeyError for an unknown name or combination, with the reason where a part is wrong."""
     if name in ALL_REGIMES:
         return ALL_REGIMES[name]
-    parts, drawn = name.split("-"), {"compound": compound_regime, "wild": wild_regime}
-    if len(parts) == 3 and parts[0] in drawn and parts[1].isdigit() and parts[2].isdigit():
-        return drawn[parts[0]](int(parts[1]), int(parts[2]))
+    if is_drawn(name):
+        kind, draw, index = name.split("-")
+        return DRAWN[kind][0](int(draw), int(index))
     base, *parts = name.split("+")
     attacks = [p for p in parts if "=" not in p]
     if parts and base in REGIMES and all(a in ALL_REGIMES for a in attacks):
@@ -1385,6 +1385,19 @@ def regime_named(name: str) -> Regime | LatentRegime:
 def compound_names(draw: int = COMPOUND_REPORT_DRAW) -> list[str]:
     """The names of compound draw ``draw``."""
     return [f"compound-{draw}-{i}" for i in range(COMPOUND_PER_DRAW)]
+
+
+DRAWN: dict[str, tuple[Callable[[int, int], Regime], Callable[[int], list[str]]]] = {
+    "compound": (compound_regime, compound_names),
+    "wild": (wild_regime, wild_names),
+}
+"""The kinds of drawn regime, each (regime I of draw D, the names of draw D): `KIND-D-I` names one regime."""
+
+
+def is_drawn(name: str) -> bool:
+    """Whether ``name`` is a drawn regime, `KIND-D-I` for a kind of `DRAWN`."""
+    parts = name.split("-")
+    return len(parts) == 3 and parts[0] in DRAWN and parts[1].isdigit() and parts[2].isdigit()
 
 
 def calibrate(regime: Regime, seeds: list[int], steps: int = 60, quick: bool = True) -> pd.DataFrame:

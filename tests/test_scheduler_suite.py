@@ -27,7 +27,7 @@ from bench.scheduler_suite import (
 )
 from envsched_core import SchedulerConfig
 from envsched_core.scheduler import relative_transfer
-from envsched_core.worlds import ALL_REGIMES, regime_named
+from envsched_core.worlds import ALL_REGIMES, DRAWN, regime_named
 
 LATE = replace(
     ALL_REGIMES["late-envs"],
@@ -91,7 +91,7 @@ def test_the_summary_takes_the_paper_regime_or_the_first_variation_of_it_that_ra
     assert paper_regime(["easy", "paper-b64"]) == "paper-b64"
     assert paper_regime(["latent", "papery", "default"]) is None
     assert paper_regime(["default+flaky", "paper+settled+inverted"]) == "paper+settled+inverted"
-    for kind in ("compound", "wild"):
+    for kind in DRAWN:
         drawn = [f"{kind}-1-{i}" for i in range(24)]
         on_paper = [n for n in drawn if regime_named(n).description.startswith("paper + ")]
         assert on_paper and paper_regime(drawn) == on_paper[0]
