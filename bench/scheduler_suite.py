@@ -427,10 +427,11 @@ def refuse_unknown_regimes(parser: argparse.ArgumentParser, names: list[str]) ->
     """Stop the command, naming every entry of ``names`` that names no regime and why."""
     unknown = [error for name in names if (error := regime_error(name))]
     if unknown:
+        drawn = ", ".join(f"'{kind}', '{kind}-D' (draw D), '{kind}-D-I'" for kind in DRAWN)
         parser.error(
-            f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', 'compound', 'wild', "
-            "'compound-D' / 'wild-D' (draw D), 'compound-D-I', 'wild-D-I' or 'base+attack+...' (an attack by name, "
-            "a mechanism at a strength or a world setting: 'default+flaky=0.5', 'paper+group_size=4')"
+            f"unknown regime(s) {unknown}; known: {list(ALL_REGIMES)}, 'stress', 'latent', {drawn} or "
+            "'base+attack+...' (an attack by name, a mechanism at a strength or a world setting: "
+            "'default+flaky=0.5', 'paper+group_size=4')"
         )
 
 
