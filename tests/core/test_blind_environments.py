@@ -99,3 +99,45 @@ def test_blind_environments_state_round_trips_exactly():
     assert original.blind.rate > 0  # the mixture was fitted, so its state carries something
     np.testing.assert_array_equal(resumed.blind.factor(), original.blind.factor())
     pd.testing.assert_frame_equal(original.select(8), resumed.select(8))
+
+
+def test_blind_environments_measure_the_noise_where_a_group_shares_one_shift():
+    # every group's G rollouts share one logit shift ~ N(0, 2^2) (one sandbox, one seeded state): group means swing
+    # far more than binomially, and with the Bernoulli bound as the noise the learnable environments' chance falls
+    # read as strong evidence of blind
+    def swinging(model: BlindEnvironments, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        env, rate = model.env, np.full(10, 0.15)
+        logit = rng.normal(0.0, 0.5, len(env))
+        trained = np.zeros(len(env))
+        rows = np.arange(len(env))
+        for _ in range(15):
+            p = 1 / (1 + np.exp(-(logit + 4 * rate[env] * trained + rng.normal(0.0, 2.0, len(env)))))
+            mean = rng.binomial(G, p) / G
+            model.update(rows, mean, mean * (1 - mean), np.full(len(rows), 0.5))
+            trained += mean * (1 - mean)
+
+    lowest = {}
+    for measured in (True, False):
+        factors = []
+        for seed in range(4):
+            model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
+            swinging(model, seed)
+            noise = model.noise_variance(np.arange(60))
+            assert noise > 2 * model.noise  # the swings are measured, not assumed away
+            if not measured:
+                model.noise_variance = lambda rows, bound=model.noise: bound
+            factors.append(model.learnable().min())
+        lowest[measured] = np.mean(factors)
+    assert lowest[True] > lowest[False] and lowest[True] > 0.5
+
+
+def test_blind_environments_keep_the_bound_where_group_means_swing_binomially():
+    model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
+    for _ in range(3):  # every task back at the same mean: no swing at all
+        model.update(np.arange(60), np.full(60, 0.5), np.full(60, 0.25), np.full(60, 0.5))
+    assert model.noise_variance(np.arange(60)) == model.noise
+    state = model.state_dict()
+    old = {key: value for key, value in state.items() if key not in ("last_mean", "sum_dd")}
+    model.load_state_dict(old)  # saved before the noise was measured: it starts afresh
+    assert np.isnan(model.last_mean).all() and model.sum_dd.sum() == 0.0
