@@ -24,15 +24,6 @@ compared in has factor 1; while the best R is 0 (nothing moves anywhere, or noth
 fewer than ``MIN_CATALOGUE_ENVS`` environments, every factor is 1.
 Rewards that fall for other reasons (forgetting, drift, an environment update) read as r_e < 0, evidence for
 blind: the likely source of the step or two the field costs in some worlds where nothing is blind.
-
-The noise is S2 / G, the Bernoulli bound on a group mean's variance, unless the campaign's own revisits say it is
-larger. Where a group's rollouts share their conditions (one sandbox, one seeded state: a logit shift per group),
-group means swing by several times the bound, and with the bound alone a learnable environment's chance falls read
-as strong evidence of blind (docs/scheduler.md, "Wild draws 2 and 3"). So the noise is measured from consecutive
-visits of one task, less what learning explains: half the pooled mean of ((y_t - y_t-1) - R (x_t - x_t-1))^2,
-with R the rate of the fit before (counting learning as noise overstated it and cost the test its power against
-coin flips: `wild-1-15`). The bound stays the floor, so where group means swing no more than binomially the test
-is what it was.
 """
 
 from __future__ import annotations
@@ -49,11 +40,7 @@ MIN_ENVS = 3  # environments with a compared visit before the mixture is fitted
 # (`few-large`) one misread environment, an eighth of the catalogue, cost 1.6-2.8 steps (docs/scheduler.md)
 MIN_CATALOGUE_ENVS = 10
 FLOOR = 0.05  # smallest factor: a blind environment still ranks among its kind
-MIN_PAIRS = 30  # consecutive visits of one task before their differences may raise the noise above the bound
 STATE_KEYS = ("first_prediction", "visits", "sum_x", "sum_xx", "sum_y", "sum_xy", "trained")
-# absent from a state saved before the noise was measured
-NOISE_KEYS = ("last_mean", "last_x", "sum_dyy", "sum_dxy", "sum_dxx")
-RATE_KEYS = ("rate", "noise_rate")
 
 
 class BlindEnvironments:
@@ -68,11 +55,7 @@ class BlindEnvironments:
         self.sum_x, self.sum_xx = np.zeros(n_tasks), np.zeros(n_tasks)
         self.sum_y, self.sum_xy = np.zeros(n_tasks), np.zeros(n_tasks)  # y: mean reward - m_i
         self.trained = np.zeros(n_tasks)  # x for the next visit: the variance of the task's groups so far
-        # consecutive visits of one task: the latest group mean and x, and sums of the differences' products
-        self.last_mean, self.last_x = np.full(n_tasks, np.nan), np.zeros(n_tasks)
-        self.sum_dyy, self.sum_dxy, self.sum_dxx = np.zeros(n_tasks), np.zeros(n_tasks), np.zeros(n_tasks)
         self.rate, self.share = 0.0, self.prior
-        self.noise_rate = 0.0  # the fit's rate before the latest update: learning's share of the differences
         self._factor: np.ndarray | None = None
 
     def update(self, rows: np.ndarray, mean: np.ndarray, variance: np.ndarray, predicted: np.ndarray) -> None:
@@ -81,14 +64,6 @@ class BlindEnvironments:
         first = np.isnan(self.first_prediction[rows])
         self.first_prediction[rows[first]] = predicted[first]
         x, y = self.trained[rows], mean - self.first_prediction[rows]
-        again = ~np.isnan(self.last_mean[rows])
-        back = rows[again]
-        dy, dx = mean[again] - self.last_mean[back], x[again] - self.last_x[back]
-        self.sum_dyy[back] += dy * dy
-        self.sum_dxy[back] += dx * dy
-        self.sum_dxx[back] += dx * dx
-        self.last_mean[rows], self.last_x[rows] = mean, x
-        self.noise_rate = self.rate
         self.visits[rows] += 1
         self.sum_x[rows] += x
         self.sum_xx[rows] += x * x
@@ -102,25 +77,13 @@ class BlindEnvironments:
         # a task's first visit has x = 0, so only tasks visited twice add anything (a few of 1M: the sums over
         # every task took 25 ms of select there); the same terms in the same order, so the same sums
         rows = np.flatnonzero(self.visits >= 2)
-        noise = self.noise_variance(rows)
         # x's and y's sums shrink by the shared intercept
-        shrink = TAU**2 / (noise + self.visits[rows] * TAU**2)
+        shrink = TAU**2 / (self.noise + self.visits[rows] * TAU**2)
         sum_x = self.sum_x[rows]
-        a = (self.sum_xx[rows] - shrink * sum_x**2) / noise
-        b = (self.sum_xy[rows] - shrink * sum_x * self.sum_y[rows]) / noise
+        a = (self.sum_xx[rows] - shrink * sum_x**2) / self.noise
+        b = (self.sum_xy[rows] - shrink * sum_x * self.sum_y[rows]) / self.noise
         env = self.env[rows]
         return np.bincount(env, a, self.n_envs), np.bincount(env, b, self.n_envs)
-
-    def noise_variance(self, rows: np.ndarray) -> float:
-        """A group mean's variance about its task's line: S2 / G, or half the pooled mean squared difference
-        between consecutive group means of the revisited tasks ``rows``, less ``noise_rate`` times the difference
-        in x, where that is larger (at least MIN_PAIRS pairs)."""
-        pairs = self.visits[rows].sum() - len(rows)
-        if pairs < MIN_PAIRS:
-            return self.noise
-        r, dyy, dxy, dxx = self.noise_rate, self.sum_dyy[rows], self.sum_dxy[rows], self.sum_dxx[rows]
-        squares = dyy.sum() - 2 * r * dxy.sum() + r * r * dxx.sum()
-        return max(self.noise, float(squares) / (2.0 * pairs))
 
     def learnable(self) -> np.ndarray:
         """Per environment: P(its rewards move with training) (1 where no visit was compared)."""
@@ -156,19 +119,9 @@ class BlindEnvironments:
         return self._factor
 
     def state_dict(self) -> dict:
-        arrays = {key: getattr(self, key).copy() for key in STATE_KEYS + NOISE_KEYS}
-        return arrays | {key: float(getattr(self, key)) for key in RATE_KEYS}
+        return {key: getattr(self, key).copy() for key in STATE_KEYS}
 
     def load_state_dict(self, state: dict) -> None:
         for key in STATE_KEYS:
             setattr(self, key, np.array(state[key], dtype=float, copy=True))
-        if all(key in state for key in NOISE_KEYS + RATE_KEYS):
-            for key in NOISE_KEYS:
-                setattr(self, key, np.array(state[key], dtype=float, copy=True))
-            self.rate, self.noise_rate = float(state["rate"]), float(state["noise_rate"])
-        else:  # saved before the noise was measured: it is measured from the next revisits on
-            n_tasks = len(self.env)
-            self.last_mean, self.last_x = np.full(n_tasks, np.nan), np.zeros(n_tasks)
-            self.sum_dyy, self.sum_dxy, self.sum_dxx = np.zeros(n_tasks), np.zeros(n_tasks), np.zeros(n_tasks)
-            self.rate = self.noise_rate = 0.0
         self._factor = None

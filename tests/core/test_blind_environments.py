@@ -5,7 +5,7 @@ import pandas as pd
 from task_frames import group, make_tasks, rollouts_for
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.blind_environments import FLOOR, MIN_CATALOGUE_ENVS, STATE_KEYS, BlindEnvironments
+from envsched_core.blind_environments import FLOOR, MIN_CATALOGUE_ENVS, BlindEnvironments
 
 G = 8
 
@@ -99,67 +99,3 @@ def test_blind_environments_state_round_trips_exactly():
     assert original.blind.rate > 0  # the mixture was fitted, so its state carries something
     np.testing.assert_array_equal(resumed.blind.factor(), original.blind.factor())
     pd.testing.assert_frame_equal(original.select(8), resumed.select(8))
-
-
-def swinging_campaign(model: BlindEnvironments, seed: int, steps: int = 15) -> None:
-    """Every task visited each step; every group's G rollouts share one logit shift ~ N(0, 2^2) (one sandbox, one
-    seeded state), so group means swing far more than binomially; every environment learns at the same rate."""
-    rng = np.random.default_rng(seed)
-    env = model.env
-    logit, trained = rng.normal(0.0, 0.5, len(env)), np.zeros(len(env))
-    rows = np.arange(len(env))
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-(logit + 0.6 * trained + rng.normal(0.0, 2.0, len(env)))))
-        mean = rng.binomial(G, p) / G
-        model.update(rows, mean, mean * (1 - mean), np.full(len(rows), 0.5))
-        model.factor()  # a fit between steps, as a scheduler's select makes, so the next noise has its rate
-        trained += mean * (1 - mean)
-
-
-def test_blind_environments_measure_the_noise_where_a_group_shares_one_shift():
-    # with the Bernoulli bound as the noise a learnable environment's chance falls read as strong evidence of blind
-    lowest = {}
-    for measured in (True, False):
-        factors = []
-        for seed in range(4):
-            model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
-            swinging_campaign(model, seed)
-            assert model.noise_variance(np.arange(60)) > 2 * model.noise  # the swings are measured
-            if not measured:
-                model.noise_variance = lambda rows, bound=model.noise: bound
-            factors.append(model.learnable().min())
-        lowest[measured] = np.mean(factors)
-    assert lowest[True] > lowest[False] and lowest[True] > 0.5
-
-
-def test_blind_environments_do_not_count_learning_as_noise():
-    # every task climbs by exactly the rate times what it was trained on, with no noise at all: once the rate is
-    # fitted, the consecutive differences are all learning, and the noise is the bound
-    model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
-    rows, mean = np.arange(60), np.full(60, 0.05)
-    for _ in range(4):
-        model.update(rows, mean, np.full(60, 0.25), np.full(60, 0.05))
-        mean = mean + 0.25 * 1.2  # rate 1.2 per unit of trained variance
-    assert model.noise_variance(rows) > model.noise  # before any fit, learning reads as swings
-    model.noise_rate = 1.2
-    assert model.noise_variance(rows) == model.noise
-
-
-def test_blind_environments_keep_the_bound_where_group_means_swing_binomially():
-    model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
-    for _ in range(3):  # every task back at the same mean: no swing at all
-        model.update(np.arange(60), np.full(60, 0.5), np.full(60, 0.25), np.full(60, 0.5))
-    assert model.noise_variance(np.arange(60)) == model.noise
-
-
-def test_blind_environments_resume_exactly_and_load_a_state_saved_before_the_noise_was_measured():
-    model = BlindEnvironments(np.repeat(np.arange(10), 6), 10, G, prior=0.1)
-    swinging_campaign(model, seed=0, steps=8)
-    resumed = BlindEnvironments(model.env, 10, G, prior=0.1)
-    resumed.load_state_dict(copy.deepcopy(model.state_dict()))
-    assert resumed.noise_rate == model.noise_rate > 0
-    np.testing.assert_array_equal(resumed.learnable(), model.learnable())
-    old = {key: value for key, value in model.state_dict().items() if key in STATE_KEYS}
-    resumed.load_state_dict(old)  # saved before the noise was measured: it starts afresh
-    assert np.isnan(resumed.last_mean).all() and resumed.sum_dyy.sum() == 0.0
-    assert resumed.noise_variance(np.arange(60)) == resumed.noise
