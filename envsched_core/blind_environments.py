@@ -24,11 +24,18 @@ compared in has factor 1; while the best R is 0 (nothing moves anywhere, or noth
 fewer than ``MIN_CATALOGUE_ENVS`` environments, every factor is 1.
 Rewards that fall for other reasons (forgetting, drift, an environment update) read as r_e < 0, evidence for
 blind: the likely source of the step or two the field costs in some worlds where nothing is blind.
+
+What it pools is a sandbox (``sandboxes``): the namespace of a task's tools where they carry one (``env3`` of
+``env3.get_order``, the convention the outcome model's tool base names read), else its environment id. Where a
+catalogue registers a benchmark whole under one id, or a sandbox per task, the namespaces still name the
+environments whose tasks break together; where ids and namespaces agree nothing changes, and where they cross
+(neither nests in the other) the ids stay.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 TAU = 0.2  # prior sd of a task's intercept about the outcome model's first prediction (mean-reward scale)
 S2 = 0.25  # a group mean's variance times G: the Bernoulli bound at p = 1/2
@@ -41,6 +48,42 @@ MIN_ENVS = 3  # environments with a compared visit before the mixture is fitted
 MIN_CATALOGUE_ENVS = 10
 FLOOR = 0.05  # smallest factor: a blind environment still ranks among its kind
 STATE_KEYS = ("first_prediction", "visits", "sum_x", "sum_xx", "sum_y", "sum_xy", "trained")
+
+
+def sandboxes(env: np.ndarray, tools, tool_names: np.ndarray) -> tuple[np.ndarray, int]:
+    """(code per task, count): the unit the test pools, a task's tool namespaces (the part of each tool's name
+    before its last '.') where it has any, else its environment; codes in order of first appearance, so where
+    the two agree they are ``env``'s own. The environments themselves unless the namespaces nest with them, one
+    way or the other (``env``: environment codes; ``tools``: (N, T) incidence)."""
+    prefix = pd.Series(np.asarray(tool_names, dtype=object), dtype=object).astype(str).str.rpartition(".")[0]
+    space, spaces = pd.factorize(prefix.where(prefix != "", None))  # -1: a tool with no namespace
+    if not len(spaces):
+        return env, int(env.max()) + 1 if len(env) else 0
+    tools = tools.tocsr()
+    task = np.repeat(np.arange(tools.shape[0]), np.diff(tools.indptr))
+    named = space[tools.indices] >= 0
+    task, own = task[named], space[tools.indices][named]
+    n_tasks = tools.shape[0]
+    low = np.full(n_tasks, len(spaces), np.int64)
+    high = np.full(n_tasks, -1, np.int64)
+    np.minimum.at(low, task, own)
+    np.maximum.at(high, task, own)
+    # one namespace: its code; none: past the namespaces, by environment; several: past those, by the set
+    key = np.where(high < 0, len(spaces) + env.astype(np.int64), low)
+    several = np.flatnonzero((high >= 0) & (low != high))
+    if len(several):
+        order = np.argsort(task, kind="stable")
+        starts = np.searchsorted(task[order], several)
+        ends = np.searchsorted(task[order], several, side="right")
+        sets = [tuple(sorted(set(own[order][s:e].tolist()))) for s, e in zip(starts, ends, strict=True)]
+        key[several] = len(spaces) + int(env.max()) + 1 + pd.factorize(pd.Series(sets, dtype=object))[0]
+    code, units = pd.factorize(key)
+    # the two must nest (ids per benchmark, or per task); where they cross (tools shuffled between environments,
+    # shared utility tools) which one names the sandbox is not known, and the ids are what the user registered
+    pairs = len(np.unique(code.astype(np.int64) * (int(env.max()) + 1) + env))
+    if pairs not in (len(units), int(env.max()) + 1):
+        return env, int(env.max()) + 1
+    return code.astype(env.dtype), len(units)
 
 
 class BlindEnvironments:

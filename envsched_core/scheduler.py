@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .blind_environments import BlindEnvironments
+from .blind_environments import BlindEnvironments, sandboxes
 from .catalog import TaskCatalog
 from .check_correlation import CheckCorrelation
 from .config import SchedulerConfig
@@ -219,7 +219,9 @@ class EnvSched:
         )
         prior = self.cfg.blind_env_prior
         self.blind = (
-            BlindEnvironments(catalog.env, catalog.n_envs, self.cfg.group_size, prior)
+            BlindEnvironments(
+                *sandboxes(catalog.env, catalog.tools, catalog.tool_names), self.cfg.group_size, prior
+            )
             if prior > 0 and self.outcome is not None
             else None
         )

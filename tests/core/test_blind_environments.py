@@ -2,10 +2,11 @@ import copy
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from task_frames import group, make_tasks, rollouts_for
 
 from envsched_core import EnvSched, SchedulerConfig, TaskCatalog
-from envsched_core.blind_environments import FLOOR, MIN_CATALOGUE_ENVS, BlindEnvironments
+from envsched_core.blind_environments import FLOOR, MIN_CATALOGUE_ENVS, BlindEnvironments, sandboxes
 
 G = 8
 
@@ -84,6 +85,48 @@ def test_blind_environments_scheduler_leaves_a_coin_flip_environment_for_one_tha
             sched.observe(pd.concat(frames, ignore_index=True))
         picked[prior] = sched.select(16)["env_id"].eq("env1").mean()
     assert picked[0.0] >= 2 / 6 and picked[0.1] == 0.0  # off: env1 fills its quota of the batch
+
+
+def test_sandboxes_are_the_tool_namespaces_else_the_environment():
+    def units(env, tool_lists):
+        names = sorted({t for tools in tool_lists for t in tools})
+        rows = [i for i, tools in enumerate(tool_lists) for _ in tools]
+        cols = [names.index(t) for tools in tool_lists for t in tools]
+        incidence = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(tool_lists), len(names)))
+        code, n = sandboxes(np.asarray(env, np.int32), incidence, np.asarray(names, dtype=object))
+        return code.tolist(), n
+
+    # one id per benchmark, tools named by their environment: the namespaces split it
+    assert units([0, 0, 0, 1], [["a.x"], ["b.x", "b.y"], ["a.y"], ["c.x"]]) == ([0, 1, 0, 2], 3)
+    # a sandbox per task: the namespaces join them
+    assert units([0, 1, 2, 3], [["a.x"], ["a.y"], ["b.x"], ["b.x"]]) == ([0, 0, 1, 1], 2)
+    # no namespace: the environment; a task without one among named tasks: its environment; two: a unit of both
+    assert units([1, 0, 1], [["x"], ["y"], []]) == ([1, 0, 1], 2)
+    assert units([0, 0, 1, 0], [["a.x"], ["x"], ["y"], ["a.x", "b.z"]]) == ([0, 1, 2, 3], 4)
+    # namespaces that cross the environments (tools shuffled between them): the environments
+    assert units([0, 0, 1, 1], [["a.x"], ["b.x"], ["a.y"], ["b.y"]]) == ([0, 0, 1, 1], 2)
+
+
+def test_blind_environments_find_a_coin_flip_environment_inside_a_benchmark_registered_whole():
+    # ten environments registered as two benchmarks (too few ids to fit a mixture over); their tools' namespaces
+    # still tell env1's coin flips apart, as in the test above
+    frame = make_tasks(n_envs=10, per_env=6)
+    frame["env_id"] = np.where(frame["env_id"].str[3:].astype(int) < 5, "benchA", "benchB")
+    catalog = TaskCatalog.from_frame(frame)
+    rng = np.random.default_rng(0)
+    passes = {
+        f"e{e}-t{j}": (lambda s, j=j: min(1 + (s + j) // 4, 7)) for e in [0, *range(2, 10)] for j in range(6)
+    }
+    passes |= {f"e1-t{j}": (lambda s: 4 + int(rng.random() < 0.5)) for j in range(6)}
+    cfg = SchedulerConfig(batch_size=6, rho=0.0, eta=0.0, adaptive_rho=False, env_quota_min=6)
+    sched = EnvSched(catalog, cfg, seed=0)
+    for step in range(1, 16):
+        frames = [group(t, step, [1] * passes[t](step) + [0] * (8 - passes[t](step))) for t in passes]
+        sched.observe(pd.concat(frames, ignore_index=True))
+    moves = sched.blind.factor()
+    coin_flips = catalog.tasks["task_id"].str.startswith("e1-").to_numpy()
+    assert sched.blind.rate > 0 and moves[coin_flips].max() < 0.2 and moves[~coin_flips].min() > 0.8
+    assert not sched.select(16)["task_id"].str.startswith("e1-").any()
 
 
 def test_blind_environments_state_round_trips_exactly():
