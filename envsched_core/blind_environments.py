@@ -55,34 +55,34 @@ def sandboxes(env: np.ndarray, tools, tool_names: np.ndarray) -> tuple[np.ndarra
     before its last '.') where it has any, else its environment; codes in order of first appearance, so where
     the two agree they are ``env``'s own. The environments themselves unless the namespaces nest with them, one
     way or the other (``env``: environment codes; ``tools``: (N, T) incidence)."""
+    n_envs = int(env.max()) + 1 if len(env) else 0
     prefix = pd.Series(np.asarray(tool_names, dtype=object), dtype=object).astype(str).str.rpartition(".")[0]
     space, spaces = pd.factorize(prefix.where(prefix != "", None))  # -1: a tool with no namespace
     if not len(spaces):
-        return env, int(env.max()) + 1 if len(env) else 0
+        return env, n_envs
     tools = tools.tocsr()
-    task = np.repeat(np.arange(tools.shape[0]), np.diff(tools.indptr))
+    task = np.repeat(np.arange(tools.shape[0]), np.diff(tools.indptr))  # ascending
     named = space[tools.indices] >= 0
     task, own = task[named], space[tools.indices][named]
-    n_tasks = tools.shape[0]
-    low = np.full(n_tasks, len(spaces), np.int64)
-    high = np.full(n_tasks, -1, np.int64)
+    low = np.full(tools.shape[0], len(spaces), np.int64)
+    high = np.full(tools.shape[0], -1, np.int64)
     np.minimum.at(low, task, own)
     np.maximum.at(high, task, own)
     # one namespace: its code; none: past the namespaces, by environment; several: past those, by the set
     key = np.where(high < 0, len(spaces) + env.astype(np.int64), low)
     several = np.flatnonzero((high >= 0) & (low != high))
     if len(several):
-        order = np.argsort(task, kind="stable")
-        starts = np.searchsorted(task[order], several)
-        ends = np.searchsorted(task[order], several, side="right")
-        sets = [tuple(sorted(set(own[order][s:e].tolist()))) for s, e in zip(starts, ends, strict=True)]
-        key[several] = len(spaces) + int(env.max()) + 1 + pd.factorize(pd.Series(sets, dtype=object))[0]
+        bounds = zip(
+            np.searchsorted(task, several), np.searchsorted(task, several, side="right"), strict=True
+        )
+        sets = pd.Series([tuple(np.unique(own[start:end]).tolist()) for start, end in bounds], dtype=object)
+        key[several] = len(spaces) + n_envs + pd.factorize(sets)[0]
     code, units = pd.factorize(key)
     # the two must nest (ids per benchmark, or per task); where they cross (tools shuffled between environments,
     # shared utility tools) which one names the sandbox is not known, and the ids are what the user registered
-    pairs = len(np.unique(code.astype(np.int64) * (int(env.max()) + 1) + env))
-    if pairs not in (len(units), int(env.max()) + 1):
-        return env, int(env.max()) + 1
+    pairs = len(np.unique(code.astype(np.int64) * n_envs + env))
+    if pairs not in (len(units), n_envs):
+        return env, n_envs
     return code.astype(env.dtype), len(units)
 
 
