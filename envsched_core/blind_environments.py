@@ -37,6 +37,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .catalog import tool_name_parts
+
 TAU = 0.2  # prior sd of a task's intercept about the outcome model's first prediction (mean-reward scale)
 S2 = 0.25  # a group mean's variance times G: the Bernoulli bound at p = 1/2
 PRIOR_ENVS = 10.0  # pseudo-environments of the Beta prior on the blind share
@@ -56,8 +58,8 @@ def sandboxes(env: np.ndarray, tools, tool_names: np.ndarray) -> tuple[np.ndarra
     the two agree they are ``env``'s own. The environments themselves unless the namespaces nest with them, one
     way or the other (``env``: environment codes; ``tools``: (N, T) incidence)."""
     n_envs = int(env.max()) + 1 if len(env) else 0
-    prefix = pd.Series(np.asarray(tool_names, dtype=object), dtype=object).astype(str).str.rpartition(".")[0]
-    space, spaces = pd.factorize(prefix.where(prefix != "", None))  # -1: a tool with no namespace
+    namespace, _ = tool_name_parts(tool_names)
+    space, spaces = pd.factorize(np.where(namespace != "", namespace, None))  # -1: a tool with no namespace
     if not len(spaces):
         return env, n_envs
     tools = tools.tocsr()

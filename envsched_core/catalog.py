@@ -62,6 +62,13 @@ def incidence_matrix(sets: Sequence[Sequence[str]]) -> tuple[sp.csr_matrix, np.n
     return matrix, np.asarray(vocabulary, dtype=object)
 
 
+def tool_name_parts(tool_names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(namespace, base name) of each tool: the parts of its name before and after its last '.' (namespace ''
+    where there is none), so "env3.get_order" and "env9.get_order" share the base name under two namespaces."""
+    parts = np.array([str(name).rpartition(".") for name in tool_names], dtype=object).reshape(-1, 3)
+    return parts[:, 0], parts[:, 2]
+
+
 def _numeric_column(df: pd.DataFrame, name: str) -> np.ndarray:
     if name not in df.columns:
         return np.zeros(len(df))

@@ -44,7 +44,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from .catalog import TaskCatalog
+from .catalog import TaskCatalog, tool_name_parts
 from .config import SchedulerConfig
 from .environment_level import EnvironmentLevel
 from .graph import concatenated_ranges
@@ -147,7 +147,7 @@ def task_features(catalog: TaskCatalog) -> sp.csr_matrix:
     n = len(catalog)
     intercept = sp.csr_matrix(np.ones((n, 1)))
     env = sp.csr_matrix((np.ones(n), (np.arange(n), catalog.env)), shape=(n, catalog.n_envs))
-    base_names = pd.Series(catalog.tool_names, dtype=object).astype(str).str.rsplit(".", n=1).str[-1]
+    _, base_names = tool_name_parts(catalog.tool_names)
     base_code, base_vocab = pd.factorize(base_names) if len(base_names) else (np.zeros(0, np.int64), [])
     to_base = sp.csr_matrix(
         (np.ones(len(base_code)), (np.arange(len(base_code)), base_code)),

@@ -103,6 +103,8 @@ def test_sandboxes_are_the_tool_namespaces_else_the_environment():
     # no namespace: the environment; a task without one among named tasks: its environment; two: a unit of both
     assert units([1, 0, 1], [["x"], ["y"], []]) == ([1, 0, 1], 2)
     assert units([0, 0, 1, 0], [["a.x"], ["x"], ["y"], ["a.x", "b.z"]]) == ([0, 1, 2, 3], 4)
+    # a catalogue whose tasks use no tools: the environments
+    assert units([0, 1], [[], []]) == ([0, 1], 2)
     # namespaces that cross the environments (tools shuffled between them): the environments
     assert units([0, 0, 1, 1], [["a.x"], ["b.x"], ["a.y"], ["b.y"]]) == ([0, 0, 1, 1], 2)
 
