@@ -4,7 +4,7 @@
     batch = sched.select(step)   # task_id, env_id, role ('exploit' | 'coverage'), predicted_variance
     sched.observe(rollouts)      # task_id, step, reward: one row per rollout
     sched.observe(group, more=True)  # a step's groups as each finishes: folded in once, at the call without it
-    sched.predict()              # task_id, predicted_variance, uncertainty, own, within, cross
+    sched.predict()              # task_id, predicted_variance, uncertainty, own, within, cross, value, moves
     sched.warm_start(history)    # (a fresh scheduler) continue an earlier run's rollouts, on any catalogue
 
 A batch of B tasks has (1 - rho_t) B exploitation slots, filled greedily by
@@ -380,13 +380,16 @@ class EnvSched:
         return self._cache[1]
 
     def predict(self, step: int | None = None) -> pd.DataFrame:
-        """Per task: predicted_variance (v_hat), uncertainty (u in (0, 1]), and the variance each source alone
-        implies: own (own history), within (W neighbours), cross (X neighbours); NaN = no evidence."""
+        """Per task: predicted_variance (v_hat), uncertainty (u in (0, 1]), the variance each source alone
+        implies: own (own history), within (W neighbours), cross (X neighbours), NaN = no evidence; and, with the
+        outcome predictor, value (what exploitation ranks, before the similarity penalty and the quota: v_hat
+        weighed by what a visit may teach) and moves (the chance that the task's sandbox's rewards move with
+        training, ``blind_env_prior``; 1 where the field is off), so the ranking can be read from the table."""
         self._fold_held()
         step = self.current_step if step is None else self._clock(step)
         if self.outcome is None:
             return self.predictor.predict_frame(self.stats, step, self.catalog.task_ids)
-        self._predicted(step)
+        predicted = self._predicted(step)
         out = self._cache[2]  # the outcome model's prediction, shared with select at the same step
         own_z = out.f + np.where(out.own_sd < np.inf, self.outcome.m, 0.0)
         nan_where = lambda values, missing: np.where(missing, np.nan, values)  # noqa: E731
@@ -402,6 +405,8 @@ class EnvSched:
                 "cross": nan_where(
                     self.outcome.variance_at(out.f + np.nan_to_num(out.b_X)), np.isnan(out.b_X)
                 ),
+                "value": predicted.v_hat,
+                "moves": self.blind.factor() if self.blind is not None else 1.0,
             }
         )
 

@@ -83,8 +83,16 @@ def test_blind_environments_scheduler_leaves_a_coin_flip_environment_for_one_tha
         for step in range(1, 16):
             frames = [group(t, step, [1] * passes[t](step) + [0] * (8 - passes[t](step))) for t in passes]
             sched.observe(pd.concat(frames, ignore_index=True))
-        picked[prior] = sched.select(16)["env_id"].eq("env1").mean()
+        batch = sched.select(16)
+        picked[prior] = batch["env_id"].eq("env1").mean()
+        if prior:
+            ranked, chosen = sched.predict().set_index("task_id"), batch["task_id"]
     assert picked[0.0] >= 2 / 6 and picked[0.1] == 0.0  # off: env1 fills its quota of the batch
+    # the predictions say why: env1's tasks predict the most variance, but they rank below every pick
+    coin_flips = ranked.index.str.startswith("e1-")
+    assert ranked["predicted_variance"][coin_flips].min() > ranked["predicted_variance"][~coin_flips].median()
+    assert ranked["moves"][coin_flips].max() < 0.2 and ranked["moves"][~coin_flips].min() > 0.8
+    assert ranked["value"][coin_flips].max() < ranked.loc[chosen, "value"].min()
 
 
 def test_sandboxes_are_the_tool_namespaces_else_the_environment():

@@ -386,8 +386,11 @@ def test_scheduler_predict_reports_every_task(catalog, success):
     sched = EnvSched(catalog, SchedulerConfig(batch_size=16), seed=0)
     seen = set(pd.concat(run(sched, success, 2))["task_id"])
     pred = sched.predict()
-    assert list(pred.columns) == ["task_id", "predicted_variance", "uncertainty", "own", "within", "cross"]
+    assert list(pred.columns) == [
+        "task_id", "predicted_variance", "uncertainty", "own", "within", "cross", "value", "moves"
+    ]  # fmt: skip
     assert len(pred) == len(catalog) and pred["predicted_variance"].between(0, 0.25).all()
+    assert pred["moves"].between(0, 1).all() and (pred["value"] >= 0).all()
     assert set(pred.loc[pred["own"].notna(), "task_id"]) == seen  # own history exactly for observed tasks
 
 

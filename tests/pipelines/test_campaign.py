@@ -46,6 +46,12 @@ def test_campaign_run_five_steps_leaves_every_table_filled(driver):
     assert store.query("SELECT DISTINCT step FROM predictions WHERE campaign_id = 'five' ORDER BY 1")[
         "step"
     ].tolist() == [1, 2, 3, 4, 5]
+    # what exploitation ranks is in the table beside the predicted variance it starts from
+    ranked = store.query(
+        "SELECT predicted_variance, value, moves FROM predictions WHERE campaign_id = 'five'"
+    )
+    assert ranked.notna().all().all() and ranked["moves"].between(0, 1).all()
+    assert not ranked["value"].equals(ranked["predicted_variance"])
     assert (
         store.scalar("SELECT count(*) FROM ingested_files WHERE campaign_id = 'five' AND status = 'loaded'")
         == 5
