@@ -383,8 +383,9 @@ class EnvSched:
         """Per task: predicted_variance (v_hat), uncertainty (u in (0, 1]), the variance each source alone
         implies: own (own history), within (W neighbours), cross (X neighbours), NaN = no evidence; and, with the
         outcome predictor, value (what exploitation ranks, before the similarity penalty and the quota: v_hat
-        weighed by what a visit may teach; at ``step``, where the next select computes it a step on) and moves (the chance that the task's sandbox's rewards move with
-        training, ``blind_env_prior``; 1 where the field is off), so the ranking can be read from the table."""
+        weighed by what a visit may teach; at ``step``, where the next select computes it a step on) and moves
+        (the chance that the task's sandbox's rewards move with training, ``blind_env_prior``; 1 where the field
+        is off), so the ranking can be read from the table."""
         self._fold_held()
         step = self.current_step if step is None else self._clock(step)
         if self.outcome is None:

@@ -69,20 +69,29 @@ def test_blind_environments_weigh_nothing_down_where_nothing_moves_or_rewards_fa
     assert model.factor().tolist() == [1.0] * 60 and model.rate == 0.0
 
 
-def test_blind_environments_scheduler_leaves_a_coin_flip_environment_for_one_that_learns():
-    catalog = TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=6))
-    # env1's tasks swing between 4 and 5 of 8 (the most variance) and never improve; the others climb from 1 of 8
-    rng = np.random.default_rng(0)
+def coin_flip_passes(rng: np.random.Generator) -> dict:
+    """Passes of 8 per task of ``make_tasks(n_envs=10, per_env=6)`` at step s: env1's tasks swing between 4 and 5
+    (the most variance) and never improve; the others climb from 1."""
     learns = [0, *range(2, 10)]
     passes = {f"e{e}-t{j}": (lambda s, j=j: min(1 + (s + j) // 4, 7)) for e in learns for j in range(6)}
-    passes |= {f"e1-t{j}": (lambda s: 4 + int(rng.random() < 0.5)) for j in range(6)}
+    return passes | {f"e1-t{j}": (lambda s: 4 + int(rng.random() < 0.5)) for j in range(6)}
+
+
+def observe_passes(sched: EnvSched, passes: dict, steps: int = 15) -> None:
+    """Steps 1..steps, every task a group of 8 with ``passes[task](step)`` passes."""
+    for step in range(1, steps + 1):
+        frames = [group(t, step, [1] * passes[t](step) + [0] * (8 - passes[t](step))) for t in passes]
+        sched.observe(pd.concat(frames, ignore_index=True))
+
+
+def test_blind_environments_scheduler_leaves_a_coin_flip_environment_for_one_that_learns():
+    catalog = TaskCatalog.from_frame(make_tasks(n_envs=10, per_env=6))
+    passes = coin_flip_passes(np.random.default_rng(0))
     picked = {}
     for prior in (0.1, 0.0):
         cfg = SchedulerConfig(batch_size=6, rho=0.0, eta=0.0, adaptive_rho=False, blind_env_prior=prior)
         sched = EnvSched(catalog, cfg, seed=0)
-        for step in range(1, 16):
-            frames = [group(t, step, [1] * passes[t](step) + [0] * (8 - passes[t](step))) for t in passes]
-            sched.observe(pd.concat(frames, ignore_index=True))
+        observe_passes(sched, passes)
         batch = sched.select(16)
         picked[prior] = batch["env_id"].eq("env1").mean()
         if prior:
@@ -123,16 +132,9 @@ def test_blind_environments_find_a_coin_flip_environment_inside_a_benchmark_regi
     frame = make_tasks(n_envs=10, per_env=6)
     frame["env_id"] = np.where(frame["env_id"].str[3:].astype(int) < 5, "benchA", "benchB")
     catalog = TaskCatalog.from_frame(frame)
-    rng = np.random.default_rng(0)
-    passes = {
-        f"e{e}-t{j}": (lambda s, j=j: min(1 + (s + j) // 4, 7)) for e in [0, *range(2, 10)] for j in range(6)
-    }
-    passes |= {f"e1-t{j}": (lambda s: 4 + int(rng.random() < 0.5)) for j in range(6)}
     cfg = SchedulerConfig(batch_size=6, rho=0.0, eta=0.0, adaptive_rho=False, env_quota_min=6)
     sched = EnvSched(catalog, cfg, seed=0)
-    for step in range(1, 16):
-        frames = [group(t, step, [1] * passes[t](step) + [0] * (8 - passes[t](step))) for t in passes]
-        sched.observe(pd.concat(frames, ignore_index=True))
+    observe_passes(sched, coin_flip_passes(np.random.default_rng(0)))
     moves = sched.blind.factor()
     coin_flips = catalog.tasks["task_id"].str.startswith("e1-").to_numpy()
     assert sched.blind.rate > 0 and moves[coin_flips].max() < 0.2 and moves[~coin_flips].min() > 0.8
